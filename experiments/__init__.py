@@ -1,0 +1,1 @@
+"""Experiments and benchmarks for jaxtree (run as modules: ``python -m experiments.<name>``)."""

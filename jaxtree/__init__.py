@@ -1,0 +1,24 @@
+"""jaxtree: learning with partition trees in JAX — PAC-Bayes voting over all prunings, and pruning.
+
+The functional core (pure functions on arrays and pytrees; jit / vmap / grad friendly)::
+
+    tree  = jaxtree.kd_tree(X, max_depth=12, y=y)                 # or dyadic_tree
+    stats = jaxtree.node_stats(tree, X, y, num_classes)            # counts [nodes, L]
+    phi   = jaxtree.pacbayes_potentials(stats, lam1, lam2)         # [nodes]
+    log_w = jaxtree.subtree_log_weights(phi, tree.internal, layout=tree.layout)
+    proba = jaxtree.vote(tree, stats.label, log_w, X_test, num_classes)
+
+and scikit-learn-style estimators over it (:class:`PACBayesTreeClassifier`).
+"""
+
+from jaxtree.build import dyadic_tree, kd_tree
+from jaxtree.engine import (best_pruning, best_pruning_and_cost, log_partition,
+                            subtree_log_weights, tree_membership)
+from jaxtree.estimators import NotFittedError, PACBayesTreeClassifier
+from jaxtree.layout import CompleteLayout
+from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_potentials,
+                              pacbayes_theory_potentials, scores_from_paths, vote)
+from jaxtree.stats import NodeStats, node_stats
+from jaxtree.tree import Tree, leaf_of, route
+
+__version__ = "0.1.0"

@@ -1,0 +1,268 @@
+"""Builders of the partition tree T0 (SPEC §1): KD and dyadic trees, grown level by level.
+
+A builder scales the features, grows the tree one level at a time with NumPy array operations
+(no loop over nodes or points), and packs the levels into a layout. Growing yields, per level,
+the nodes that exist (:class:`GrownLevel`); packing places them into slots. The builders run
+once per fit, outside jit: the shape of T0 depends on the data.
+
+Split rules (SPEC §1):
+* **KD**: features divided by their training standard deviation; a node at depth ℓ splits
+  coordinate ``ℓ mod D`` (or, with ``split="spread"``, the coordinate in which its points spread
+  widest) at the median of its points; ``<= median`` goes left.
+* **dyadic**: features min–max scaled to ``[0, 1]`` (test points clipped); a node splits the
+  chosen coordinate at the midpoint of its cell.
+
+Stopping: a node is not split when ℓ = ``max_depth``, when it holds fewer than ``min_split``
+points, or (when labels are given) when it is pure. Every split creates two children; a child may
+be empty.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+import jax.numpy as jnp
+import numpy as np
+
+from jaxtree.layout import CompleteLayout
+from jaxtree.tree import Tree, tree_from_numpy
+
+# A complete layout stores ~2**(D0+1) slots of several per-node arrays (tree, statistics and
+# weights). Above this many bytes we refuse and say what to do instead.
+MAX_LAYOUT_BYTES = 2 ** 31
+_BYTES_PER_SLOT = 64
+
+
+@dataclasses.dataclass
+class GrownLevel:
+    """The nodes that exist at one level of T0, in order (``m`` nodes).
+
+    parent:    ``[m]`` int, index of each node's parent in the previous level (-1 at the root);
+               the two children of a parent are adjacent, left first.
+    internal:  ``[m]`` bool, True where the node is split.
+    feature:   ``[m]`` int, split feature (0 at leaves).
+    threshold: ``[m]`` float, split threshold in scaled units (0 at leaves).
+    """
+
+    parent: np.ndarray
+    internal: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+
+
+def kd_tree(X, max_depth: int, min_split: int = 2, y=None, split: str = "cycle",
+            layout: str = "complete") -> Tree:
+    """KD tree T0 on ``X`` (SPEC §1).
+
+    Args:
+      X: ``[n, D]`` training points.
+      max_depth: largest depth of a node.
+      min_split: nodes with fewer points are not split (>= 2).
+      y: optional ``[n]`` int labels; when given, pure nodes are not split.
+      split: ``"cycle"`` (coordinate ``depth mod D``) or ``"spread"`` (widest spread).
+      layout: ``"complete"`` (the heap layout).
+
+    Returns:
+      a :class:`Tree` whose scaling divides each feature by its standard deviation.
+    """
+    X, y = _check_build_input(X, y, max_depth, min_split, split)
+    std = X.std(axis=0)
+    inv_scale = np.where(std > 0, 1.0 / np.where(std > 0, std, 1.0), 1.0).astype(X.dtype)
+    shift = np.zeros(X.shape[1], X.dtype)
+    Z = (X - shift) * inv_scale
+    levels = grow(Z, y, max_depth, min_split, split, _median_thresholds)
+    return pack(levels, shift, inv_scale, clip=False, layout=layout)
+
+
+def dyadic_tree(X, max_depth: int, min_split: int = 2, y=None, split: str = "cycle",
+                layout: str = "complete") -> Tree:
+    """Dyadic tree T0 on ``X`` (SPEC §1): cells are dyadic boxes of ``[0, 1]^D``.
+
+    Arguments as :func:`kd_tree`. The tree min–max scales each feature with the training data
+    and clips test points to ``[0, 1]``.
+    """
+    X, y = _check_build_input(X, y, max_depth, min_split, split)
+    lo, hi = X.min(axis=0), X.max(axis=0)
+    span = hi - lo
+    inv_scale = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 1.0).astype(X.dtype)
+    Z = np.clip((X - lo) * inv_scale, 0, 1)
+    levels = grow(Z, y, max_depth, min_split, split, _midpoint_thresholds)
+    return pack(levels, lo, inv_scale, clip=True, layout=layout)
+
+
+def grow(Z: np.ndarray, y: Optional[np.ndarray], max_depth: int, min_split: int, split: str,
+         thresholds) -> list[GrownLevel]:
+    """Grow T0 level by level on scaled points ``Z`` ``[n, D]``.
+
+    ``thresholds(values, node, cells, feature, level_size)`` returns the threshold of every node
+    of the level given each point's value in its node's split feature (used for split nodes only).
+    ``cells`` is ``(lo, hi)``, each ``[m, D]``: the box of every node (the root's is ``[0, 1]^D``
+    for dyadic trees; KD trees ignore it).
+    """
+    n, dims = Z.shape
+    node = np.zeros(n, np.int64)          # index of each live point's node within the level
+    points = np.arange(n)                 # which points are still in split nodes
+    parent = np.array([-1])
+    cells = (np.zeros((1, dims), Z.dtype), np.ones((1, dims), Z.dtype))
+    levels = []
+    for depth in range(max_depth + 1):
+        m = parent.shape[0]
+        count = np.bincount(node, minlength=m)
+        splits = (count >= min_split) & (depth < max_depth)
+        if y is not None:
+            splits &= ~_pure(node, y[points], m)
+        feature = _split_features(Z[points], node, m, depth, split, splits)
+        value = Z[points, feature[node]]
+        threshold = np.where(splits, thresholds(value, node, cells, feature, m), 0)
+        threshold = threshold.astype(Z.dtype)
+        levels.append(GrownLevel(parent, splits, np.where(splits, feature, 0), threshold))
+        if not splits.any():
+            break
+        # children of split node k are 2*rank(k) and 2*rank(k)+1 in the next level
+        rank = np.cumsum(splits) - 1
+        live = splits[node]
+        go_right = value[live] > threshold[node[live]]
+        node = 2 * rank[node[live]] + go_right
+        points = points[live]
+        parent = np.repeat(np.flatnonzero(splits), 2)
+        cells = _child_cells(cells, splits, feature, threshold)
+    return levels
+
+
+def pack(levels: list[GrownLevel], shift, inv_scale, clip: bool, layout: str = "complete"
+         ) -> Tree:
+    """Place grown levels into a layout and return the :class:`Tree`."""
+    if layout != "complete":
+        raise ValueError(f"unknown layout {layout!r}; expected 'complete'")
+    depth = len(levels) - 1
+    _check_complete_fits(depth)
+    lay = CompleteLayout(depth)
+    feature = np.zeros(lay.num_nodes, np.int32)
+    threshold = np.zeros(lay.num_nodes, levels[0].threshold.dtype)
+    internal = np.zeros(lay.num_nodes, bool)
+    slots = np.array([0])
+    for index, level in enumerate(levels):
+        if index > 0:
+            side = np.arange(level.parent.shape[0]) % 2
+            slots = 2 * slots[level.parent] + 1 + side
+        feature[slots] = level.feature
+        threshold[slots] = level.threshold
+        internal[slots] = level.internal
+    return tree_from_numpy(feature, threshold, internal, lay, shift, inv_scale, clip)
+
+
+# ---------------------------------------------------------------------------------------------
+def _median_thresholds(value, node, cells, feature, m):
+    """Median of each node's values (mean of the two middle ones for an even count)."""
+    order = np.lexsort((value, node))
+    sorted_values = value[order]
+    count = np.bincount(node, minlength=m)
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])
+    safe = np.maximum(count, 1)
+    low = sorted_values[np.minimum(start + (safe - 1) // 2, len(value) - 1)] if len(value) else 0
+    high = sorted_values[np.minimum(start + safe // 2, len(value) - 1)] if len(value) else 0
+    return np.where(count > 0, (low + high) / 2, 0)
+
+
+def _midpoint_thresholds(value, node, cells, feature, m):
+    """Midpoint of each node's cell in its split feature."""
+    lo, hi = cells
+    rows = np.arange(m)
+    return (lo[rows, feature] + hi[rows, feature]) / 2
+
+
+def _split_features(Z, node, m, depth, split, splits):
+    dims = Z.shape[1]
+    if split == "cycle":
+        return np.full(m, depth % dims, np.int64)
+    return _widest_spread(Z, node, m, splits)
+
+
+def _widest_spread(Z, node, m, splits):
+    """Per node, the coordinate in which its points spread widest (first on ties)."""
+    feature = np.zeros(m, np.int64)
+    chosen = splits[node]
+    if not chosen.any():
+        return feature
+    order = np.argsort(node[chosen], kind="stable")
+    Zs, ns = Z[chosen][order], node[chosen][order]
+    starts = np.flatnonzero(np.r_[True, ns[1:] != ns[:-1]])
+    spread = np.maximum.reduceat(Zs, starts, axis=0) - np.minimum.reduceat(Zs, starts, axis=0)
+    feature[ns[starts]] = np.argmax(spread, axis=1)
+    return feature
+
+
+def _pure(node, y, m):
+    """``[m]`` bool: nodes whose points carry at most one label."""
+    labels = np.max(y) + 1 if len(y) else 1
+    seen = np.zeros((m, labels), bool)
+    seen[node, y] = True
+    return seen.sum(axis=1) <= 1
+
+
+def _child_cells(cells, splits, feature, threshold):
+    lo, hi = cells
+    k = np.flatnonzero(splits)
+    f = feature[k]
+    lo_children = np.repeat(lo[k], 2, axis=0)
+    hi_children = np.repeat(hi[k], 2, axis=0)
+    rows = np.arange(len(k))
+    hi_children[2 * rows, f] = threshold[k]        # left child: [lo, t]
+    lo_children[2 * rows + 1, f] = threshold[k]    # right child: (t, hi]
+    return lo_children, hi_children
+
+
+def _check_complete_fits(depth):
+    needed = (2 ** (depth + 1) - 1) * _BYTES_PER_SLOT
+    if needed > MAX_LAYOUT_BYTES:
+        raise ValueError(
+            f"a tree of depth {depth} needs {2 ** (depth + 1) - 1:,} slots in the complete "
+            f"layout (~{needed / 2 ** 30:.1f} GiB with its statistics), over the limit "
+            f"jaxtree.build.MAX_LAYOUT_BYTES = {MAX_LAYOUT_BYTES / 2 ** 30:.0f} GiB; "
+            "lower max_depth, raise min_split, or use a layout that stores only the nodes that "
+            "exist (layout='compact')")
+
+
+def _check_build_input(X, y, max_depth, min_split, split):
+    X = check_features(X)
+    if y is not None:
+        y = check_labels(y, X.shape[0])
+    if not isinstance(max_depth, (int, np.integer)) or max_depth < 0:
+        raise ValueError(f"max_depth must be an integer >= 0; got {max_depth!r}")
+    if not isinstance(min_split, (int, np.integer)) or min_split < 2:
+        raise ValueError(f"min_split must be an integer >= 2; got {min_split!r}")
+    if split not in ("cycle", "spread"):
+        raise ValueError(f"split must be 'cycle' or 'spread'; got {split!r}")
+    return X, y
+
+
+def check_features(X) -> np.ndarray:
+    """Validate a feature matrix: 2-D, at least 2 rows, finite; returns it in the float dtype
+    JAX uses (float32, or float64 under x64)."""
+    X = np.asarray(X)
+    if X.ndim != 2:
+        raise ValueError(f"X must be a 2-D array [n_samples, n_features]; got shape {X.shape}. "
+                         "Reshape a single feature with X.reshape(-1, 1).")
+    if X.shape[0] < 2:
+        raise ValueError(f"need at least 2 samples to build a tree; got {X.shape[0]}")
+    if X.shape[1] < 1:
+        raise ValueError("X has no features")
+    if not np.issubdtype(X.dtype, np.number) and X.dtype != bool:
+        raise ValueError(f"X must be numeric; got dtype {X.dtype}")
+    X = X.astype(jnp.zeros(0).dtype)
+    if not np.isfinite(X).all():
+        raise ValueError("X contains NaN or infinite values; impute or drop them first")
+    return X
+
+
+def check_labels(y, n: int) -> np.ndarray:
+    """Validate encoded labels ``[n]`` in ``0..L-1``."""
+    y = np.asarray(y)
+    if y.ndim != 1:
+        raise ValueError(f"y must be 1-D [n_samples]; got shape {y.shape}")
+    if y.shape[0] != n:
+        raise ValueError(f"X has {n} samples but y has {y.shape[0]}")
+    if not np.issubdtype(y.dtype, np.integer) or (y.size and y.min() < 0):
+        raise ValueError("labels must be integers in 0..L-1 (the estimators encode any labels)")
+    return y.astype(np.int32)

@@ -1,0 +1,158 @@
+"""The one engine: bottom-up / top-down passes over a tree T0 in the log or the (min, +) semiring.
+
+Every method in jaxtree reduces to per-node potentials and one of the two functions here
+(SPEC §2, "Generic engine"):
+
+* :func:`subtree_log_weights` — log-semiring. For a leaf potential ``a(A)`` and a split potential
+  ``b(A)`` (default 0) the distribution over prunings T of T0 is
+  ``Q(T) ∝ Π_{A ∈ leaves(T)} e^{a(A)} · Π_{A ∈ internal(T)} e^{b(A)}`` and the result is
+  ``log w(A) = log Σ_{T : A ∈ leaves(T)} Q(T)``.
+* :func:`best_pruning` — (min, +) semiring: the pruning minimising
+  ``Σ_{leaves} c_leaf + Σ_{internal} c_split``, as a leaf mask.
+
+All per-node arrays are flat ``[nodes]`` in the tree's layout (:mod:`jaxtree.layout`); with no
+``layout`` argument the complete heap layout is inferred from the length ``2**(D0+1) - 1``.
+Nodes that are not in T0 (descendants of a T0-leaf: padding) get ``-inf`` weight / ``False``.
+Both functions are pure, jit-, vmap- and grad-compatible. Padding potentials are replaced by 0
+before any arithmetic, so ``-inf`` (or NaN) in padding never reaches a gradient.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+
+from jaxtree.layout import complete_layout_for
+
+Array = jax.Array
+
+
+def subtree_log_weights(leaf_potential: Array, internal: Array,
+                        split_potential: Optional[Array] = None, layout=None) -> Array:
+    """Log node weights ``log w(A)`` of the distribution over prunings (SPEC §2, Algorithms 1–2).
+
+    Args:
+      leaf_potential: ``[nodes]`` float, ``a(A)`` (for PAC-Bayes: φ(A)).
+      internal: ``[nodes]`` bool, True where T0 splits the node.
+      split_potential: ``[nodes]`` float ``b(A)`` or None (0).
+      layout: the tree's layout (``tree.layout``); None means the complete heap layout.
+
+    Returns:
+      ``[nodes]`` float: ``log w(A)``; ``-inf`` on padding. On every root-to-leaf path of T0 the
+      weights sum to 1.
+    """
+    log_w, _ = _log_weights_and_partition(leaf_potential, internal, split_potential,
+                                          _resolve(layout, leaf_potential))
+    return log_w
+
+
+def log_partition(leaf_potential: Array, internal: Array,
+                  split_potential: Optional[Array] = None, layout=None) -> Array:
+    """``log β(root) = log Σ_T Π e^{potentials}``: the log normaliser of :func:`subtree_log_weights`.
+
+    Its gradient with respect to ``leaf_potential`` is exactly the node weights ``w(A)``."""
+    _, log_z = _log_weights_and_partition(leaf_potential, internal, split_potential,
+                                          _resolve(layout, leaf_potential))
+    return log_z
+
+
+def best_pruning(leaf_cost: Array, internal: Array, split_cost: Optional[Array] = None,
+                 layout=None) -> Array:
+    """Leaves of the minimum-cost pruning of T0, by one (min, +) up pass and a back-tracking pass.
+
+    The cost of a pruning T is ``Σ_{A ∈ leaves(T)} leaf_cost(A) + Σ_{A ∈ internal(T)} split_cost(A)``.
+    Ties go to the smaller pruning: a node stops (becomes a leaf) when its leaf cost is ``<=`` the
+    best cost of splitting it.
+
+    Args:
+      leaf_cost: ``[nodes]`` float.
+      internal: ``[nodes]`` bool, True where T0 splits the node.
+      split_cost: ``[nodes]`` float or None (0).
+      layout: the tree's layout; None means the complete heap layout.
+
+    Returns:
+      ``[nodes]`` bool, True exactly at the leaves of the minimum-cost pruning.
+    """
+    mask, _ = best_pruning_and_cost(leaf_cost, internal, split_cost, layout)
+    return mask
+
+
+def best_pruning_and_cost(leaf_cost: Array, internal: Array, split_cost: Optional[Array] = None,
+                          layout=None) -> tuple[Array, Array]:
+    """:func:`best_pruning` and the minimum cost (a scalar) together."""
+    return _best_pruning_and_cost(leaf_cost, internal, split_cost, _resolve(layout, leaf_cost))
+
+
+@jax.jit
+def _best_pruning_and_cost(leaf_cost, internal, split_cost, layout):
+    layout, internal, in_tree = _prepare(internal, layout)
+    leaf = jnp.where(in_tree, leaf_cost, 0)
+    split = _split_or_zero(split_cost, leaf, internal)
+    best = layout.up(leaf, split, internal, jnp.minimum)
+    # min() returns one of its arguments exactly, so best == leaf iff leaf <= split + children.
+    stops = ~internal | (best == leaf)
+    # A node is reached when no ancestor stopped; it is a pruning leaf if it is reached and stops.
+    stopped_above = layout.path_sum(layout.parent(stops.astype(jnp.int32)))
+    return in_tree & stops & (stopped_above == 0), best[0]
+
+
+def tree_membership(internal: Array, layout=None) -> Array:
+    """``[nodes]`` bool: True at the nodes of T0 (the root and every child of an internal node)."""
+    _, _, in_tree = _prepare(internal, _resolve(layout, internal))
+    return in_tree
+
+
+# ---------------------------------------------------------------------------------------------
+@jax.jit
+def _log_weights_and_partition(leaf_potential, internal, split_potential, layout):
+    layout, internal, in_tree = _prepare(internal, layout)
+    leaf = jnp.where(in_tree, leaf_potential, 0)
+    split = _split_or_zero(split_potential, leaf, internal)
+    log_beta = layout.up(leaf, split, internal, logaddexp)
+    # log α(A) = log α(parent) + b(parent) + log β(sibling)   (SPEC §2, Algorithm 2)
+    edge = layout.parent(split) + layout.sibling(log_beta)
+    log_alpha = layout.path_sum(jnp.where(in_tree, edge, 0))
+    log_w = jnp.where(in_tree, leaf + log_alpha - log_beta[0], -jnp.inf)
+    return log_w, log_beta[0]
+
+
+def _resolve(layout, node_array):
+    return complete_layout_for(node_array.shape[0]) if layout is None else layout
+
+
+def _prepare(internal, layout):
+    internal = jnp.asarray(internal, bool)
+    # A node is in T0 iff every ancestor is internal; padding below a leaf is ignored even if
+    # marked internal.
+    not_split_above = layout.path_sum(1 - layout.parent(internal.astype(jnp.int32)))
+    in_tree = not_split_above == 0
+    return layout, internal & in_tree, in_tree
+
+
+def _split_or_zero(split_potential, like, internal):
+    if split_potential is None:
+        return jnp.zeros_like(like)
+    return jnp.where(internal, split_potential, 0).astype(like.dtype)
+
+
+@jax.custom_jvp
+def logaddexp(a: Array, b: Array) -> Array:
+    """``log(e^a + e^b)`` whose derivative is right at ties and finite at ``(-inf, -inf)``.
+
+    The derivative weights are ``e^{a-out}`` and ``e^{b-out}`` (½ each at ties, ½ each when both are
+    ``-inf``), so ``jax.grad`` never returns NaN through the passes (NOTES pitfalls 1 and 3).
+    """
+    return jnp.logaddexp(a, b)
+
+
+@logaddexp.defjvp
+def _logaddexp_jvp(primals, tangents):
+    a, b = primals
+    ta, tb = tangents
+    out = jnp.logaddexp(a, b)
+    finite = jnp.isfinite(out)
+    wa = jnp.where(finite, jnp.exp(jnp.where(finite, a - out, 0.0)), 0.5)
+    wb = jnp.where(finite, jnp.exp(jnp.where(finite, b - out, 0.0)), 0.5)
+    return out, wa * ta + wb * tb

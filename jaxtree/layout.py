@@ -1,0 +1,110 @@
+"""How the nodes of a tree T0 are laid out in flat arrays, and the four tree primitives on them.
+
+Every per-node array in jaxtree is one flat array ``[nodes]`` (or ``[nodes, ...]``). A *layout*
+says which slot holds which node and provides the only four operations the engine needs:
+
+* ``up(leaf, split, internal, combine)`` — bottom-up recursion
+  ``v(A) = combine(leaf(A), split(A) + v(A_L) + v(A_R))`` at internal nodes, ``v(A) = leaf(A)``
+  elsewhere (one pass over the levels, deepest first);
+* ``path_sum(edge)`` — top-down accumulation ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``;
+* ``sibling(x)`` — ``x`` at the other child of each node's parent;
+* ``parent(x)`` — ``x`` at each node's parent (the root maps to itself).
+
+The methods (PAC-Bayes, pruning, ...) only ever call these through :mod:`jaxtree.engine`, so a
+second layout (a level-compacted one for trees hundreds of levels deep) plugs in by implementing
+the same four methods.
+
+:class:`CompleteLayout` is the complete binary tree of static depth ``D0`` in heap order: node 0
+is the root, node ``i`` has children ``2i+1`` and ``2i+2``, level ``l`` holds nodes
+``2**l - 1 … 2**(l+1) - 2``. Its passes are one array operation per level, unrolled under jit
+(the fastest form measured for depths up to ~20; see ``experiments/bench.py``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Array = jax.Array
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=[], meta_fields=["depth"])
+@dataclasses.dataclass(frozen=True)
+class CompleteLayout:
+    """Complete binary tree of static depth ``depth`` (D0) in heap order; ``2**(D0+1) - 1`` slots."""
+
+    depth: int
+
+    @property
+    def num_nodes(self) -> int:
+        return 2 ** (self.depth + 1) - 1
+
+    @property
+    def num_levels(self) -> int:
+        return self.depth + 1
+
+    # -- static index arrays (NumPy, built once per depth) -------------------------------------
+    def left_child(self) -> np.ndarray:
+        """``[nodes]`` int32: slot of each node's left child (right = left + 1); leaves of the
+        layout point past the end (they never route further because they are never internal)."""
+        return (2 * np.arange(self.num_nodes) + 1).astype(np.int32)
+
+    def parent_index(self) -> np.ndarray:
+        """``[nodes]`` int32: slot of each node's parent; the root is its own parent."""
+        i = np.arange(self.num_nodes)
+        return np.maximum((i - 1) // 2, 0).astype(np.int32)
+
+    def node_depth(self) -> np.ndarray:
+        """``[nodes]`` int32: the level of each slot."""
+        return np.floor(np.log2(np.arange(self.num_nodes) + 1)).astype(np.int32)
+
+    # -- the four primitives --------------------------------------------------------------------
+    def up(self, leaf: Array, split: Array, internal: Array,
+           combine: Callable[[Array, Array], Array]) -> Array:
+        """Bottom-up pass; all arguments ``[nodes]``; returns ``[nodes]``."""
+        leaf_l, split_l, int_l = (self._levels(x) for x in (leaf, split, internal))
+        values = [None] * self.num_levels
+        values[-1] = leaf_l[-1]
+        for level in reversed(range(self.depth)):
+            children = values[level + 1].reshape(-1, 2)
+            through = split_l[level] + children[:, 0] + children[:, 1]
+            values[level] = jnp.where(int_l[level], combine(leaf_l[level], through),
+                                      leaf_l[level])
+        return jnp.concatenate(values)
+
+    def path_sum(self, edge: Array) -> Array:
+        """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes]``."""
+        edge_l = self._levels(edge)
+        sums = [jnp.zeros_like(edge_l[0])]
+        for level in range(self.depth):
+            sums.append(jnp.repeat(sums[level], 2, total_repeat_length=2 ** (level + 1))
+                        + edge_l[level + 1])
+        return jnp.concatenate(sums)
+
+    def sibling(self, x: Array) -> Array:
+        """``x`` at each node's sibling (the root is its own sibling); ``[nodes, ...]``."""
+        pairs = x[1:].reshape(-1, 2, *x.shape[1:])
+        return jnp.concatenate([x[:1], pairs[:, ::-1].reshape(-1, *x.shape[1:])])
+
+    def parent(self, x: Array) -> Array:
+        """``x`` at each node's parent (the root maps to itself); ``[nodes, ...]``."""
+        return jnp.take(x, jnp.asarray(self.parent_index()), axis=0)
+
+    # -- helpers -----------------------------------------------------------------------------------
+    def _levels(self, x: Array) -> list[Array]:
+        return [x[2 ** level - 1: 2 ** (level + 1) - 1] for level in range(self.num_levels)]
+
+
+def complete_layout_for(num_nodes: int) -> CompleteLayout:
+    """The complete layout whose slot count is ``num_nodes`` (must be ``2**(D0+1) - 1``)."""
+    depth = int(round(np.log2(num_nodes + 1))) - 1
+    if depth < 0 or 2 ** (depth + 1) - 1 != num_nodes:
+        raise ValueError(
+            f"an array of {num_nodes} nodes is not a complete heap layout (2**(D0+1) - 1 nodes); "
+            "pass layout=tree.layout for other layouts")
+    return CompleteLayout(depth)

@@ -1,0 +1,129 @@
+"""The :class:`Tree` pytree (a partition tree T0 in some layout) and routing points down it.
+
+A tree is a set of flat per-node arrays in a layout (:mod:`jaxtree.layout`) plus the feature
+scaling that its builder applied (prediction applies the same). An internal node ``A`` sends a
+scaled point ``z`` to its right child iff ``z[feature[A]] > threshold[A]`` (``<=`` goes left; the
+tie rule is pinned by a test), to the slot ``left_child[A] + 1`` if right, ``left_child[A]`` if left.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Array = jax.Array
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["feature", "threshold", "internal", "left_child", "node_depth", "shift",
+                 "inv_scale", "layout"],
+    meta_fields=["clip"])
+@dataclasses.dataclass(frozen=True)
+class Tree:
+    """A partition tree T0.
+
+    Attributes (``nodes`` = the layout's slot count, ``D`` = number of features):
+      feature:    ``[nodes]`` int32, split feature of internal nodes (0 elsewhere).
+      threshold:  ``[nodes]`` float, split threshold in scaled units (0 elsewhere).
+      internal:   ``[nodes]`` bool, True where T0 splits the node.
+      left_child: ``[nodes]`` int32, slot of the left child (the right child is the next slot).
+      node_depth: ``[nodes]`` int32, depth ℓ_A of each slot (root 0).
+      shift, inv_scale: ``[D]`` float; a point ``x`` is scaled to ``(x - shift) * inv_scale``.
+      layout:     the layout (:class:`jaxtree.layout.CompleteLayout` or a compact one).
+      clip:       static bool; clip scaled points to ``[0, 1]`` (dyadic trees).
+    """
+
+    feature: Array
+    threshold: Array
+    internal: Array
+    left_child: Array
+    node_depth: Array
+    shift: Array
+    inv_scale: Array
+    layout: object
+    clip: bool = False
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of slots in the layout (padding included)."""
+        return self.internal.shape[0]
+
+    @property
+    def num_levels(self) -> int:
+        """Number of levels (depth + 1)."""
+        return self.layout.num_levels
+
+    @property
+    def depth(self) -> int:
+        """Depth of T0 (the deepest level that holds a node)."""
+        return self.layout.num_levels - 1
+
+    @property
+    def num_features(self) -> int:
+        return self.shift.shape[0]
+
+
+def scale_points(tree: Tree, X: Array) -> Array:
+    """``[n, D]`` → ``[n, D]``: the builder's scaling (and clipping, for dyadic trees)."""
+    Z = (jnp.asarray(X, tree.threshold.dtype) - tree.shift) * tree.inv_scale
+    return jnp.clip(Z, 0.0, 1.0) if tree.clip else Z
+
+
+@jax.jit
+def route(tree: Tree, X: Array) -> tuple[Array, Array]:
+    """Root-to-leaf paths of a batch of points.
+
+    Args:
+      tree: the tree.
+      X: ``[n, D]`` float, unscaled points.
+
+    Returns:
+      path: ``[n, levels]`` int32, the slot of the node containing each point at each level; after
+        the point's leaf the leaf is repeated.
+      on_path: ``[n, levels]`` bool, True at the levels where ``path`` is a distinct node (the
+        nodes of the root-to-leaf path).
+    """
+    Z = scale_points(tree, X)
+    rows = jnp.arange(Z.shape[0])
+
+    def step(node, _):
+        z = Z[rows, tree.feature[node]]
+        go_right = (z > tree.threshold[node]).astype(node.dtype)
+        child = tree.left_child[node] + go_right
+        nxt = jnp.where(tree.internal[node], child, node)
+        return nxt, nxt
+
+    root = jnp.zeros(Z.shape[0], jnp.int32)
+    _, deeper = jax.lax.scan(step, root, None, length=tree.num_levels - 1)
+    path = jnp.concatenate([root[:, None], deeper.T], axis=1)
+    on_path = jnp.concatenate(
+        [jnp.ones_like(path[:, :1], bool), path[:, 1:] != path[:, :-1]], axis=1)
+    return path, on_path
+
+
+def leaf_of(tree: Tree, X: Array) -> Array:
+    """``[n]`` int32: the slot of the T0-leaf containing each point."""
+    path, _ = route(tree, X)
+    return path[:, -1]
+
+
+def tree_from_numpy(feature, threshold, internal, layout, shift, inv_scale, clip) -> Tree:
+    """Assemble a :class:`Tree` from NumPy arrays (used by the builders)."""
+    dtype = jnp.zeros(0).dtype  # float32, or float64 under x64
+    return Tree(
+        feature=jnp.asarray(feature, jnp.int32),
+        threshold=jnp.asarray(threshold, dtype),
+        internal=jnp.asarray(internal, bool),
+        left_child=jnp.asarray(layout.left_child(), jnp.int32),
+        node_depth=jnp.asarray(layout.node_depth(), jnp.int32),
+        shift=jnp.asarray(shift, dtype),
+        inv_scale=jnp.asarray(inv_scale, dtype),
+        layout=layout,
+        clip=bool(clip),
+    )
+
