@@ -1,0 +1,220 @@
+"""Pruning baselines against brute force (every pruning enumerated) and plain recursive references."""
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxtree
+from jaxtree import prune
+
+DEPTH = 4  # 677 prunings of a complete depth-4 tree: enumerable
+
+
+# ---------------------------------------------------------------------------------------------
+# plain references, one node at a time (heap layout: children 2i+1, 2i+2)
+def random_tree(seed, num_classes=2, n=60, depth=DEPTH):
+    """A KD tree on random data (varied shapes: purity and min_split stops, empty cells)."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    X[rng.random(n) < 0.2, 0] = 0.0  # duplicates make empty cells
+    y = ((X[:, 0] + rng.normal(scale=1.0, size=n)) > 0).astype(np.int32)
+    if num_classes > 2:
+        y = rng.integers(0, num_classes, size=n).astype(np.int32)
+    split = "spread" if seed % 2 else "cycle"
+    tree = jaxtree.kd_tree(X, depth, min_split=int(rng.integers(2, 6)), y=y, split=split)
+    return tree, X, y
+
+
+def prunings(internal, node=0):
+    """Every pruning of the subtree at ``node``, as a frozenset of leaves."""
+    result = [frozenset([node])]
+    if internal[node]:
+        for left, right in itertools.product(prunings(internal, 2 * node + 1),
+                                             prunings(internal, 2 * node + 2)):
+            result.append(left | right)
+    return result
+
+
+def as_mask(leaves, num_nodes):
+    mask = np.zeros(num_nodes, bool)
+    mask[list(leaves)] = True
+    return mask
+
+
+def local_reference(internal, errors, nonempty, slack, node=0):
+    """Kearns–Mansour-style local test written plainly: returns (errors, size, leaves)."""
+    if not internal[node]:
+        return errors[node], int(nonempty[node]), {node}
+    el, sl, ll = local_reference(internal, errors, nonempty, slack, 2 * node + 1)
+    er, sr, lr = local_reference(internal, errors, nonempty, slack, 2 * node + 2)
+    err_t, size_t = el + er, sl + sr
+    if errors[node] <= err_t + slack(node, size_t):
+        return errors[node], int(nonempty[node]), {node}
+    return err_t, size_t, ll | lr
+
+
+def stats_arrays(stats):
+    return (np.asarray(stats.errors, np.float64), np.asarray(stats.total, np.float64))
+
+
+# ---------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("seed", range(3))
+def test_c1_and_sn_equal_brute_force_minimum(precision, seed):
+    tree, X, y = random_tree(seed)
+    stats = jaxtree.node_stats(tree, X, y, 2)
+    internal = np.asarray(tree.internal)
+    errors, total = stats_arrays(stats)
+    depth = np.asarray(tree.node_depth)
+    everything = prunings(internal)
+    for lam in [0.0, 0.3, 1.0, 2.5, 7.0]:
+        for name, cost in [("c1", prune.c1_leaf_cost(stats, lam)),
+                           ("sn", prune.sn_leaf_cost(stats, tree.node_depth, lam))]:
+            mask = np.asarray(jaxtree.best_pruning(cost, tree.internal, layout=tree.layout))
+            if name == "c1":
+                plain = errors + lam * (total > 0)
+            else:
+                plain = errors + lam * np.sqrt(np.maximum(total, depth) * depth)
+            best = min(sum(plain[a] for a in leaves) for leaves in everything)
+            chosen = frozenset(np.flatnonzero(mask))
+            assert chosen in everything, name
+            assert sum(plain[a] for a in chosen) == pytest.approx(best, rel=1e-5, abs=1e-4), name
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_min_error_per_size_equals_brute_force(precision, seed):
+    tree, X, y = random_tree(seed, num_classes=3 if seed == 3 else 2)
+    num_classes = 3 if seed == 3 else 2
+    stats = jaxtree.node_stats(tree, X, y, num_classes)
+    rng = np.random.default_rng(100 + seed)
+    X2 = rng.normal(size=(40, 3)).astype(np.float32)
+    y2 = rng.integers(0, num_classes, size=40)
+    counts2 = jaxtree.node_stats(tree, X2, y2, num_classes).counts
+    err2 = np.asarray(prune.holdout_errors(counts2, stats.label), np.float64)
+    internal = np.asarray(tree.internal)
+    errors, total = stats_arrays(stats)
+    size_cap = prune.num_nonempty_leaves(stats, tree.internal)
+    # one static table width for every tree (one compilation); sizes past size_cap are inf
+    table = prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal, 2 ** DEPTH,
+                                     holdout_err=prune.holdout_errors(counts2, stats.label))
+    curve = np.asarray(table.errors)
+    everything = prunings(internal)
+    assert np.all(np.isinf(curve[size_cap + 1:])) and np.isfinite(curve[size_cap])
+    sized = [(sum(total[a] > 0 for a in leaves), leaves) for leaves in everything]
+    for s in range(size_cap + 1):
+        options = [leaves for size, leaves in sized if size == s]
+        expected = min((sum(errors[a] for a in leaves) for leaves in options), default=math.inf)
+        assert curve[s] == expected, s
+        if options:
+            mask = np.asarray(prune.pruning_of_size(table, s, tree.internal))
+            chosen = frozenset(np.flatnonzero(mask))
+            assert chosen in options, s
+            assert sum(errors[a] for a in chosen) == expected
+            assert float(table.holdout[s]) == sum(err2[a] for a in chosen)
+    # C1's pruning lies on this curve: min_s err(s) + λ s is C1's optimum
+    for lam in [0.2, 1.5]:
+        _, cost = jaxtree.best_pruning_and_cost(prune.c1_leaf_cost(stats, lam), tree.internal)
+        assert float(cost) == pytest.approx(np.min(curve + lam * np.arange(len(curve))))
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_local_tests_equal_recursive_reference(precision, seed):
+    tree, X, y = random_tree(seed, n=120)
+    stats = jaxtree.node_stats(tree, X, y, 2)
+    internal = np.asarray(tree.internal) & np.asarray(jaxtree.tree_membership(tree.internal))
+    errors, total = stats_arrays(stats)
+    depth = np.asarray(tree.node_depth)
+    n = total[0]
+    log_h = prune.log_num_tests_of(tree)
+    for c in [0.0, 0.05, 0.2, 1.0]:
+        def km(v, s):
+            m = total[v]
+            rate = c * math.sqrt(((depth[v] + s) * log_h + math.log(max(m, 1) / 0.05)) / max(m, 1))
+            return m * rate
+
+        def opt(v, s):
+            scale = max(5000 / n, 1)
+            k = (depth[v] + 2) * math.log(n * scale) + math.log(1 / 0.05)
+            return c * math.sqrt(total[v] * k / scale)
+
+        for slack, fn in [(km, lambda: prune.km_pruning(tree, stats, c)),
+                          (opt, lambda: prune.optimistic_pruning(tree, stats, c))]:
+            _, _, leaves = local_reference(internal, errors, total > 0, slack)
+            mask = np.asarray(fn())
+            assert set(np.flatnonzero(mask)) == leaves, c
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_rep_equals_recursive_reference_and_never_increases_holdout_error(precision, seed):
+    tree, X, y = random_tree(seed)
+    stats = jaxtree.node_stats(tree, X, y, 2)
+    rng = np.random.default_rng(7 + seed)
+    X2 = rng.normal(size=(50, 3)).astype(np.float32)
+    y2 = ((X2[:, 0] + rng.normal(size=50)) > 0).astype(np.int32)
+    err2 = prune.holdout_errors(jaxtree.node_stats(tree, X2, y2, 2).counts, stats.label)
+    internal = np.asarray(tree.internal)
+    plain = np.asarray(err2, np.float64)
+    _, _, leaves = local_reference(internal, plain, np.ones_like(plain, bool), lambda v, s: 0.0)
+    mask = prune.rep_pruning(err2, tree.internal)
+    assert set(np.flatnonzero(np.asarray(mask))) == leaves
+    t0_leaves = jaxtree.tree_membership(tree.internal) & ~tree.internal
+    assert prune.pruning_errors(mask, err2) <= prune.pruning_errors(t0_leaves, err2)
+    # and it is the S2 error of the tree's own predictions
+    path = np.asarray(jaxtree.route(tree, X2)[0])
+    leaf = path[np.arange(len(y2)), np.asarray(mask)[path].argmax(1)]
+    assert int(np.sum(np.asarray(stats.label)[leaf] != y2)) == int(prune.pruning_errors(mask, err2))
+
+
+def test_c1_limits(precision):
+    tree, X, y = random_tree(5, n=200)
+    stats = jaxtree.node_stats(tree, X, y, 2)
+    internal = np.asarray(tree.internal) & np.asarray(jaxtree.tree_membership(tree.internal))
+    errors, _ = stats_arrays(stats)
+    # λ → 0: T0 minus the splits that do not reduce errors below them
+    below = np.zeros_like(errors)
+
+    def t0_errors(v):
+        below[v] = errors[v] if not internal[v] else t0_errors(2 * v + 1) + t0_errors(2 * v + 2)
+        return below[v]
+
+    t0_errors(0)
+    _, _, expected = local_reference(internal, errors, np.ones_like(errors, bool),
+                                     lambda v, s: 0.0)
+    assert all(errors[v] == below[v] or not internal[v] for v in expected)
+    for lam in [0.0, 1e-4]:
+        mask = jaxtree.best_pruning(prune.c1_leaf_cost(stats, lam), tree.internal)
+        assert set(np.flatnonzero(np.asarray(mask))) == expected
+    huge = jaxtree.best_pruning(prune.c1_leaf_cost(stats, 1e6), tree.internal)
+    assert np.flatnonzero(np.asarray(huge)).tolist() == [0]
+    sn_huge = jaxtree.best_pruning(prune.sn_leaf_cost(stats, tree.node_depth, 1e6), tree.internal)
+    assert np.flatnonzero(np.asarray(sn_huge)).tolist() == [0]
+
+
+def test_penalty_grid_is_one_vmap(precision):
+    tree, X, y = random_tree(1, n=150)
+    stats = jaxtree.node_stats(tree, X, y, 2)
+    lams = jnp.asarray(2.0 ** np.linspace(-8, 6, 10))
+    log_h = prune.log_num_tests_of(tree)
+
+    def all_methods(lam):
+        return jnp.stack([
+            jaxtree.best_pruning(prune.c1_leaf_cost(stats, lam), tree.internal),
+            jaxtree.best_pruning(prune.sn_leaf_cost(stats, tree.node_depth, lam), tree.internal),
+            prune.km_pruning(tree, stats, lam / 64, log_num_tests=log_h),
+            prune.optimistic_pruning(tree, stats, lam / 64),
+        ])
+
+    batched = np.asarray(jax.jit(jax.vmap(all_methods))(lams))
+    one = jax.jit(all_methods)
+    looped = np.stack([np.asarray(one(lam)) for lam in lams])
+    np.testing.assert_array_equal(batched, looped)
+    # SRM selection over a grid of c is a vmap too
+    table = prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal, 2 ** DEPTH)
+    n = float(stats.num_samples)
+    chosen = jax.vmap(lambda c: prune.srm_select(table.errors, n, c, 0.05, log_h))(lams)
+    assert [int(s) for s in chosen] == [int(prune.srm_select(table.errors, n, c, 0.05, log_h))
+                                        for c in lams]
+    assert int(chosen[0]) >= int(chosen[-1]) >= 1
