@@ -141,8 +141,10 @@ def _split_or_zero(split_potential, like, internal):
 def logaddexp(a: Array, b: Array) -> Array:
     """``log(e^a + e^b)`` whose derivative is right at ties and finite at ``(-inf, -inf)``.
 
-    The derivative weights are ``e^{a-out}`` and ``e^{b-out}`` (½ each at ties, ½ each when both are
-    ``-inf``), so ``jax.grad`` never returns NaN through the passes (NOTES pitfalls 1 and 3).
+    The derivative weights are ``sigmoid(a-b)`` and ``sigmoid(b-a)`` (= ``e^{a-out}``, ``e^{b-out}``;
+    exactly ½ each at ties, ½ each when both are ``-inf``), so ``jax.grad`` never returns NaN
+    through the passes (NOTES pitfalls 1 and 3). Taking them from ``a-b`` rather than from the
+    rounded ``out`` keeps their sum 1 for huge ``|a|`` in float32.
     """
     return jnp.logaddexp(a, b)
 
@@ -152,7 +154,9 @@ def _logaddexp_jvp(primals, tangents):
     a, b = primals
     ta, tb = tangents
     out = jnp.logaddexp(a, b)
-    finite = jnp.isfinite(out)
-    wa = jnp.where(finite, jnp.exp(jnp.where(finite, a - out, 0.0)), 0.5)
-    wb = jnp.where(finite, jnp.exp(jnp.where(finite, b - out, 0.0)), 0.5)
+    diff = a - b
+    defined = ~jnp.isnan(diff)  # NaN only when both are -inf (or both +inf)
+    diff = jnp.where(defined, diff, 0.0)
+    wa = jax.nn.sigmoid(diff)
+    wb = jax.nn.sigmoid(-diff)
     return out, wa * ta + wb * tb
