@@ -25,6 +25,7 @@ from typing import Optional
 import jax.numpy as jnp
 import numpy as np
 
+from jaxtree.compact import CompactLayout
 from jaxtree.layout import CompleteLayout
 from jaxtree.tree import Tree, tree_from_numpy
 
@@ -32,6 +33,8 @@ from jaxtree.tree import Tree, tree_from_numpy
 # weights). Above this many bytes we refuse and say what to do instead.
 MAX_LAYOUT_BYTES = 2 ** 31
 _BYTES_PER_SLOT = 64
+_COMPACT_INDEX_BYTES = 8  # child_pos and parent_pos, int32
+LAYOUTS = ("auto", "complete", "compact")
 
 
 @dataclasses.dataclass
@@ -61,7 +64,8 @@ def kd_tree(X, max_depth: int, min_split: int = 2, y=None, split: str = "cycle",
       min_split: nodes with fewer points are not split (>= 2).
       y: optional ``[n]`` int labels; when given, pure nodes are not split.
       split: ``"cycle"`` (coordinate ``depth mod D``) or ``"spread"`` (widest spread).
-      layout: ``"complete"`` (the heap layout).
+      layout: ``"complete"`` (heap), ``"compact"`` (levels padded to the widest) or ``"auto"``
+        (whichever takes less memory); see :func:`pack`.
 
     Returns:
       a :class:`Tree` whose scaling divides each feature by its standard deviation.
@@ -132,24 +136,54 @@ def grow(Z: np.ndarray, y: Optional[np.ndarray], max_depth: int, min_split: int,
 
 def pack(levels: list[GrownLevel], shift, inv_scale, clip: bool, layout: str = "complete"
          ) -> Tree:
-    """Place grown levels into a layout and return the :class:`Tree`."""
-    if layout != "complete":
-        raise ValueError(f"unknown layout {layout!r}; expected 'complete'")
-    depth = len(levels) - 1
-    _check_complete_fits(depth)
-    lay = CompleteLayout(depth)
+    """Place grown levels into a layout and return the :class:`Tree`.
+
+    ``layout``: ``"complete"`` (heap, :class:`CompleteLayout`), ``"compact"`` (every level padded
+    to the widest, :class:`CompactLayout`) or ``"auto"`` (whichever takes less memory).
+    """
+    lay = make_layout(levels, layout)
     feature = np.zeros(lay.num_nodes, np.int32)
     threshold = np.zeros(lay.num_nodes, levels[0].threshold.dtype)
     internal = np.zeros(lay.num_nodes, bool)
-    slots = np.array([0])
-    for index, level in enumerate(levels):
-        if index > 0:
-            side = np.arange(level.parent.shape[0]) % 2
-            slots = 2 * slots[level.parent] + 1 + side
+    for slots, level in zip(level_slots(levels, lay), levels):
         feature[slots] = level.feature
         threshold[slots] = level.threshold
         internal[slots] = level.internal
     return tree_from_numpy(feature, threshold, internal, lay, shift, inv_scale, clip)
+
+
+def make_layout(levels: list[GrownLevel], layout: str):
+    """The layout (``"complete"``, ``"compact"`` or ``"auto"``) that will hold ``levels``; ``auto``
+    picks the one whose slots take fewer bytes (the compact layout also stores two index arrays)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; expected one of {LAYOUTS}")
+    depth = len(levels) - 1
+    width = CompactLayout.width_for([len(level.internal) for level in levels])
+    compact_bytes = (depth + 1) * width * (_BYTES_PER_SLOT + _COMPACT_INDEX_BYTES)
+    if layout == "auto":
+        layout = "compact" if compact_bytes < (2 ** (depth + 1) - 1) * _BYTES_PER_SLOT else \
+            "complete"
+    if layout == "complete":
+        _check_complete_fits(depth)
+        return CompleteLayout(depth)
+    if compact_bytes > MAX_LAYOUT_BYTES:
+        raise ValueError(
+            f"a tree of {depth + 1} levels and width {width:,} needs {(depth + 1) * width:,} "
+            f"slots in the compact layout (~{compact_bytes / 2 ** 30:.1f} GiB), over "
+            f"jaxtree.build.MAX_LAYOUT_BYTES; lower max_depth or raise min_split")
+    return CompactLayout.from_levels([level.parent for level in levels],
+                                     [level.internal for level in levels])
+
+
+def level_slots(levels: list[GrownLevel], layout) -> list[np.ndarray]:
+    """Per level, ``[m]``: the slot of each grown node in ``layout``."""
+    if isinstance(layout, CompactLayout):
+        return [layout.slots(index, len(level.internal)) for index, level in enumerate(levels)]
+    slots = [np.array([0])]
+    for level in levels[1:]:
+        side = np.arange(level.parent.shape[0]) % 2
+        slots.append(2 * slots[-1][level.parent] + 1 + side)
+    return slots
 
 
 # ---------------------------------------------------------------------------------------------

@@ -1,0 +1,176 @@
+"""A level-compacted layout for trees hundreds of levels deep (e.g. the paper's dyadic T0).
+
+A complete heap layout stores ``2**(D0+1) - 1`` slots and cannot hold more than ~24 levels. The
+trees that matter are deep but narrow (the dyadic T0 of spam: 400 levels, ~140 nodes in its widest
+level), so :class:`CompactLayout` pads every level to one fixed width ``W`` (the widest level) and
+stores ``levels * W`` slots, level-major: slot ``l*W + p`` is position ``p`` of level ``l``.
+
+Structure is explicit, as index arrays (data of the pytree, so they travel through ``jit``):
+
+* ``child_pos [levels, W]``: position, in level ``l+1``, of the left child of each internal node
+  (0 elsewhere). The two children of a node are adjacent and the left one sits at an even
+  position, so the sibling of any slot is ``slot XOR 1`` (``W`` is even).
+* ``parent_pos [levels, W]``: position, in level ``l-1``, of each slot's parent (level 0: itself).
+  A padding slot's parent is a slot of the previous level that is not internal, so the engine's
+  "every ancestor is internal" test never puts padding in T0 — *provided padding slots are not
+  marked internal* (trees from :func:`jaxtree.build.pack` never are).
+
+The up and down passes are one ``jax.lax.scan`` over levels with fixed shapes ``[W]``:
+O(depth·W) time and memory, compile time flat in depth. The interface is
+:class:`jaxtree.layout.CompleteLayout`'s, so the engine, statistics and methods run unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Callable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+Array = jax.Array
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["child_pos", "parent_pos"],
+                   meta_fields=["depth", "width"])
+@dataclasses.dataclass(frozen=True)
+class CompactLayout:
+    """Every level padded to ``width`` (W, even) slots; ``(depth + 1) * W`` slots, level-major.
+
+    Attributes:
+      child_pos:  ``[levels, W]`` int32, left child's position in the next level (0 where none).
+      parent_pos: ``[levels, W]`` int32, parent's position in the previous level (level 0: own).
+      depth: static int, number of levels minus one.
+      width: static int, W.
+    """
+
+    child_pos: Array
+    parent_pos: Array
+    depth: int
+    width: int
+
+    @classmethod
+    def from_levels(cls, parents: Sequence[np.ndarray], internal: Sequence[np.ndarray]
+                    ) -> "CompactLayout":
+        """Layout of a tree given level by level.
+
+        Args:
+          parents: per level ``l``, ``[m_l]`` int: index in level ``l-1`` of each node's parent
+            (ignored for level 0, which must hold the root alone); the two children of a node are
+            adjacent, left first.
+          internal: per level, ``[m_l]`` bool: True where the node is split. Internal node ``k`` of
+            level ``l`` has its children at positions ``2*rank(k)``, ``2*rank(k)+1`` of level
+            ``l+1``, ``rank`` counting internal nodes before it.
+
+        Node ``k`` of level ``l`` is placed at slot ``l*W + k``.
+        """
+        sizes = [len(x) for x in internal]
+        if not sizes or sizes[0] != 1:
+            raise ValueError("level 0 must hold exactly the root")
+        for level in range(1, len(sizes)):
+            expected = np.repeat(np.flatnonzero(internal[level - 1]), 2)
+            if not np.array_equal(np.asarray(parents[level]), expected):
+                raise ValueError(f"level {level}: nodes must be the children of the internal "
+                                 "nodes of the level above, in order, two per parent")
+        if np.any(internal[-1]):
+            raise ValueError("nodes of the deepest level cannot be internal")
+        width = cls.width_for(sizes)
+        levels = len(sizes)
+        split = np.zeros((levels, width), bool)
+        for level, flags in enumerate(internal):
+            split[level, :sizes[level]] = flags
+        rank = np.cumsum(split, axis=1) - 1
+        child_pos = np.where(split, 2 * rank, 0)
+        parent_pos = np.zeros((levels, width), np.int64)
+        parent_pos[0] = np.arange(width)
+        for level in range(1, levels):
+            m = sizes[level]
+            parent_pos[level, :m] = parents[level]
+            # padding hangs below a node that is not split (one exists: at most W/2 are split)
+            parent_pos[level, m:] = np.argmin(split[level - 1])
+        return cls(jnp.asarray(child_pos, jnp.int32), jnp.asarray(parent_pos, jnp.int32),
+                   levels - 1, width)
+
+    @staticmethod
+    def width_for(sizes: Sequence[int]) -> int:
+        """W for levels of ``sizes`` nodes: the widest level, rounded up to an even count."""
+        widest = max(sizes)
+        return max(2, widest + widest % 2)
+
+    @property
+    def num_nodes(self) -> int:
+        return self.num_levels * self.width
+
+    @property
+    def num_levels(self) -> int:
+        return self.depth + 1
+
+    # -- index arrays (flat, global slots) --------------------------------------------------------
+    def left_child(self) -> Array:
+        """``[nodes]`` int32: slot of each node's left child (right = left + 1); nodes that are
+        not split point into the next level (the deepest level: past the end) and never route."""
+        offset = (jnp.arange(self.num_levels, dtype=jnp.int32)[:, None] + 1) * self.width
+        return (self.child_pos + offset).reshape(-1)
+
+    def parent_index(self) -> Array:
+        """``[nodes]`` int32: slot of each node's parent; the root is its own parent."""
+        level = jnp.maximum(jnp.arange(self.num_levels, dtype=jnp.int32) - 1, 0)
+        return (self.parent_pos + level[:, None] * self.width).reshape(-1)
+
+    def node_depth(self) -> np.ndarray:
+        """``[nodes]`` int32: the level of each slot."""
+        return np.repeat(np.arange(self.num_levels, dtype=np.int32), self.width)
+
+    def slots(self, level: int, count: int) -> np.ndarray:
+        """``[count]``: slots of the first ``count`` positions of ``level``."""
+        return level * self.width + np.arange(count)
+
+    # -- the four primitives ----------------------------------------------------------------------
+    def up(self, leaf: Array, split: Array, internal: Array,
+           combine: Callable[[Array, Array], Array]) -> Array:
+        """Bottom-up pass (one ``lax.scan`` over levels, deepest first); all ``[nodes]``."""
+        leaf_l, split_l, int_l = (self._levels(x) for x in (leaf, split, internal))
+        half = self.width // 2
+
+        def step(below, level):
+            leaf_, split_, internal_, child = level
+            pair = below.reshape(half, 2)[child // 2]          # [W, 2]: (left, right) child
+            through = split_ + pair[:, 0] + pair[:, 1]
+            value = jnp.where(internal_, combine(leaf_, through), leaf_)
+            return value, value
+
+        deepest = leaf_l[-1]
+        _, above = jax.lax.scan(step, deepest, (leaf_l[:-1], split_l[:-1], int_l[:-1],
+                                                self.child_pos[:-1]), reverse=True)
+        return jnp.concatenate([above.reshape(-1), deepest])
+
+    def path_sum(self, edge: Array) -> Array:
+        """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes]``.
+
+        The padding slots of level 0 have no parent: ``s = edge`` there."""
+        edge_l = self._levels(edge)
+        top = jnp.where(jnp.arange(self.width) == 0, jnp.zeros_like(edge_l[0]), edge_l[0])
+
+        def step(above, level):
+            edge_, parent = level
+            value = above[parent] + edge_
+            return value, value
+
+        _, below = jax.lax.scan(step, top, (edge_l[1:], self.parent_pos[1:]))
+        return jnp.concatenate([top, below.reshape(-1)])
+
+    def sibling(self, x: Array) -> Array:
+        """``x`` at each slot's sibling (``slot XOR 1``; the root is its own sibling);
+        ``[nodes, ...]``."""
+        swapped = x.reshape(-1, 2, *x.shape[1:])[:, ::-1].reshape(x.shape)
+        return jnp.concatenate([x[:1], swapped[1:]])
+
+    def parent(self, x: Array) -> Array:
+        """``x`` at each node's parent (the root maps to itself); ``[nodes, ...]``."""
+        return jnp.take(x, self.parent_index(), axis=0)
+
+    # -- helpers ----------------------------------------------------------------------------------
+    def _levels(self, x: Array) -> Array:
+        return x.reshape(self.num_levels, self.width)
