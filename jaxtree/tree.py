@@ -64,6 +64,11 @@ class Tree:
         return self.layout.num_levels - 1
 
     @property
+    def width(self) -> int:
+        """Slots per level: W of a compact layout, ``2**depth`` (the deepest level) of the heap."""
+        return getattr(self.layout, "width", 2 ** self.depth)
+
+    @property
     def num_features(self) -> int:
         return self.shift.shape[0]
 
