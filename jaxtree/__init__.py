@@ -18,6 +18,8 @@ from jaxtree.estimators import NotFittedError, PACBayesTreeClassifier
 from jaxtree.layout import CompleteLayout
 from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_potentials,
                               pacbayes_theory_potentials, scores_from_paths, vote)
+from jaxtree.select import (batch_fit_scores, batch_paper_search, fold_masks, gradient_tune,
+                            grid_errors, paper_search, prepare_folds, stack_problems, tune)
 from jaxtree.stats import NodeStats, node_stats
 from jaxtree.tree import Tree, leaf_of, route
 

@@ -1,0 +1,188 @@
+"""Model selection: the vmapped grid equals a plain loop, batches equal one-by-one fits,
+gradient tuning is finite and lowers the smoothed loss, the estimator's ``tune`` option."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxtree
+from jaxtree import select
+
+L = 3
+DEPTH = 4
+
+
+def _data(seed=0, n=150, dims=3):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, dims))
+    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5).astype(int)
+    flip = rng.random(n) < 0.2
+    y = np.where(flip, rng.integers(0, L, n), y)
+    return X.astype(np.float32), y
+
+
+def _problem(seed=0, n=150, dims=3, depth=DEPTH):
+    X, y = _data(seed, n, dims)
+    tree = jaxtree.kd_tree(X, max_depth=depth, y=y, split="spread")
+    return tree, X, y
+
+
+SMALL_GRID = select.product_grid({"lam1": 2.0 ** np.array([-2, 0, 3]),
+                                  "lam2": 2.0 ** np.array([-4, 2])},
+                                 select.PACBAYES_DIRECTIONS)
+
+
+def _loop_errors(tree, X, y, masks, grid):
+    """Reference: refit every (setting, fold) one at a time on the fold's own subsample."""
+    out = np.zeros((len(grid["lam1"]), len(masks)))
+    log_weights = jax.jit(jaxtree.pacbayes_log_weights)
+    for g in range(len(grid["lam1"])):
+        for f, train in enumerate(masks):
+            stats = jaxtree.node_stats(tree, X[train], jnp.asarray(y[train]), L)
+            log_w = log_weights(tree, stats, grid["lam1"][g], grid["lam2"][g])
+            scores = jaxtree.vote(tree, stats.label, log_w, X[~train], L)
+            out[g, f] = np.sum(np.argmax(np.asarray(scores), axis=1) != y[~train])
+    return out
+
+
+def test_grid_errors_equal_plain_loop(precision):
+    tree, X, y = _problem()
+    masks = select.fold_masks(len(y), 3, seed=1)
+    folds = select.prepare_folds(tree, X, jnp.asarray(y), L, masks)
+    grid = jax.tree.map(lambda v: jnp.asarray(v, precision), SMALL_GRID)
+    expected = _loop_errors(tree, X, y, masks, grid)
+    assert expected.min() < expected.max()          # the grid matters on this problem
+    np.testing.assert_array_equal(select.grid_errors(tree, folds, select.pacbayes_votes, grid),
+                                  expected)
+    # chunked evaluation (with a remainder chunk) gives the same numbers
+    np.testing.assert_array_equal(
+        select.grid_errors(tree, folds, select.pacbayes_votes, grid, batch_size=4), expected)
+
+
+def test_fold_masks_validate_every_point_once():
+    masks = select.fold_masks(11, 3, seed=0)
+    assert masks.shape == (3, 11)
+    np.testing.assert_array_equal((~masks).sum(axis=0), np.ones(11))
+    assert set((~masks).sum(axis=1)) == {3, 4}
+    with pytest.raises(ValueError, match="folds"):
+        select.fold_masks(5, 1)
+
+
+def test_product_grid_is_ordered_simplest_first():
+    grid = select.product_grid({"lam1": np.array([1.0, 2.0]), "lam2": np.array([3.0, 4.0])},
+                               select.PACBAYES_DIRECTIONS)
+    np.testing.assert_array_equal(grid["lam1"], [1, 1, 2, 2])   # smaller λ1 first
+    np.testing.assert_array_equal(grid["lam2"], [4, 3, 4, 3])   # larger λ2 first
+
+
+def test_paper_search_follows_the_protocol():
+    tree, X, y = _problem()
+    masks = select.fold_masks(len(y), 2, seed=0)
+    folds = select.prepare_folds(tree, X, jnp.asarray(y), L, masks)
+    done = []
+    result = select.paper_search(tree, folds, select.pacbayes_votes, progress=done.append)
+    assert done == [100, 100]
+    grid0, grid1 = result.grids
+    np.testing.assert_allclose(np.unique(grid0["lam1"]), 2.0 ** np.linspace(-8, 6, 10),
+                               rtol=1e-6)
+    np.testing.assert_array_equal(result.errors[0], select.grid_errors(
+        tree, folds, select.pacbayes_votes, grid0))
+    total0 = np.asarray(result.errors[0]).sum(axis=1)
+    best0 = int(np.flatnonzero(total0 == total0.min())[0])
+    for name in ("lam1", "lam2"):
+        np.testing.assert_allclose(np.unique(grid1[name]),
+                                   grid0[name][best0] * np.linspace(0.5, 2, 10), rtol=1e-5)
+    total1 = np.asarray(result.errors[1]).sum(axis=1)
+    best1 = int(np.flatnonzero(total1 == total1.min())[0])
+    assert float(result.best_params["lam1"]) == float(grid1["lam1"][best1])
+    assert float(result.best_error) == pytest.approx(total1.min() / len(y))
+
+
+def test_ties_go_to_the_simpler_model():
+    """Every setting is error-free on a one-class sample: the smallest λ1, largest λ2 win."""
+    X, _ = _data()
+    y = np.zeros(len(X), int)
+    tree = jaxtree.kd_tree(X, max_depth=DEPTH)
+    folds = select.prepare_folds(tree, X, jnp.asarray(y), L, select.fold_masks(len(y), 2))
+    result = select.paper_search(tree, folds, select.pacbayes_votes)
+    assert float(result.best_error) == 0
+    assert float(result.best_params["lam1"]) == pytest.approx(0.5 * 2.0 ** -8)
+    assert float(result.best_params["lam2"]) == pytest.approx(2 * 2.0 ** 6)
+
+
+def test_batched_problems_equal_one_by_one():
+    problems = [_problem(0), _problem(1, 120, 2, DEPTH - 1), _problem(2)]
+    trees, Xs, ys = zip(*problems)
+    masks = [select.fold_masks(len(y), 2, seed=s) for s, y in enumerate(ys)]
+    tree_b, X_b, y_b, w_b = select.stack_problems(trees, Xs, ys)
+    n = X_b.shape[1]
+    masks_b = np.stack([np.pad(m, ((0, 0), (0, n - m.shape[1])), constant_values=True)
+                        for m in masks])
+    batch = select.batch_paper_search(tree_b, X_b, y_b, w_b, masks_b, L, select.pacbayes_votes)
+    X_test = [_data(10 + p, 40, X.shape[1])[0] for p, X in enumerate(Xs)]
+    dims = X_b.shape[2]
+    X_test_b = jnp.stack([jnp.pad(x, ((0, 0), (0, dims - x.shape[1]))) for x in X_test])
+    scores_b = select.batch_fit_scores(tree_b, X_b, y_b, w_b, batch.best_params, X_test_b, L,
+                                       select.pacbayes_votes)
+    for p, (tree, X, y) in enumerate(problems):
+        folds = select.prepare_folds(tree, X, jnp.asarray(y), L, masks[p])
+        one = select.paper_search(tree, folds, select.pacbayes_votes)
+        for stage in range(2):
+            np.testing.assert_array_equal(batch.errors[stage][p], one.errors[stage])
+        for name in ("lam1", "lam2"):
+            assert float(batch.best_params[name][p]) == float(one.best_params[name])
+        stats = jaxtree.node_stats(tree, X, jnp.asarray(y), L)
+        log_w = jaxtree.pacbayes_log_weights(tree, stats, *one.best_params.values())
+        np.testing.assert_allclose(scores_b[p], jaxtree.vote(tree, stats.label, log_w,
+                                                             X_test[p], L), atol=1e-5)
+
+
+def test_gradient_tuning_is_finite_and_lowers_the_loss(precision):
+    tree, X, y = _problem()
+    folds = select.prepare_folds(tree, X, jnp.asarray(y), L, select.fold_masks(len(y), 2))
+    # constant temperature: the smoothed loss is one fixed function along the path
+    result = select.gradient_tune(tree, folds, select.pacbayes_votes,
+                                  {"lam1": 1.0, "lam2": 1.0}, steps=25,
+                                  tau_start=0.5, tau_end=0.5, patience=100)
+    losses = np.array([r["loss"] for r in result.path])
+    assert np.isfinite(losses).all()
+    assert losses[-1] < losses[0] - 0.01
+    assert result.best_error <= result.path[0]["error"]
+    assert result.evaluations == len(result.path) == 25
+    # the corners of the parameter box (huge and tiny potentials), default schedule: no NaN
+    for start in ({"lam1": 2.0 ** 12, "lam2": 2.0 ** -14}, {"lam1": 2.0 ** -14, "lam2": 2.0 ** 12},
+                  {"lam1": 2.0 ** -14, "lam2": 2.0 ** -14}):
+        result = select.gradient_tune(tree, folds, select.pacbayes_votes, start, steps=4,
+                                      patience=100)
+        values = [[r["loss"], *r["params"].values()] for r in result.path]
+        assert np.isfinite(values).all()
+
+
+def test_estimator_tuning_options():
+    X, y = _data()
+    labels = np.array(["a", "b", "c"])[y]
+    auto = jaxtree.PACBayesTreeClassifier(max_depth=DEPTH, split="spread").fit(X, labels)
+    tree = jaxtree.kd_tree(X, max_depth=DEPTH, y=y, split="spread")
+    folds = select.prepare_folds(tree, X, jnp.asarray(y), L, select.fold_masks(len(y), 2, 0))
+    best = select.paper_search(tree, folds, select.pacbayes_votes).best_params
+    assert auto.best_params_ == pytest.approx({k: float(v) for k, v in best.items()})
+    results = auto.cv_results_
+    assert len(results["params"]) == 200 and results["rank_test_score"].min() == 1
+    chosen = results["params"][int(np.argmax(results["mean_test_score"][100:])) + 100]
+    assert chosen == pytest.approx(auto.best_params_)
+    fixed = jaxtree.PACBayesTreeClassifier(max_depth=DEPTH, split="spread",
+                                           **auto.best_params_).fit(X, labels)
+    assert not hasattr(fixed, "best_params_")
+    np.testing.assert_allclose(auto.predict_proba(X), fixed.predict_proba(X), atol=1e-6)
+    # auto with one λ given tunes only the other
+    half = jaxtree.PACBayesTreeClassifier(max_depth=DEPTH, split="spread", lam2=2.0).fit(X, y)
+    assert set(half.best_params_) == {"lam1"} and half._param("lam2") == 2.0
+    grad = jaxtree.PACBayesTreeClassifier(max_depth=DEPTH, split="spread", tune="gradient",
+                                          lam1=0.5, lam2=0.5).fit(X, y)
+    assert grad.cv_results_["params"][0] == pytest.approx({"lam1": 0.5, "lam2": 0.5})
+    assert np.isfinite(grad.cv_results_["smoothed_loss"]).all()
+    with pytest.raises(ValueError, match="tune"):
+        jaxtree.PACBayesTreeClassifier(tune="random").fit(X, y)
+    with pytest.raises(ValueError, match="lam1"):
+        jaxtree.PACBayesTreeClassifier(tune=None).fit(X, y)
