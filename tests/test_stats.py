@@ -1,0 +1,130 @@
+"""Node statistics (SPEC §1, "Labels") against plain loops over points and nodes."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from jaxtree.build import dyadic_tree, kd_tree
+from jaxtree.layout import CompleteLayout
+from jaxtree.stats import node_labels, node_stats
+from jaxtree.tree import tree_from_numpy
+from test_tree import walk
+
+
+def reference_stats(tree, X, y, num_classes, weight=None):
+    """``(counts [nodes, L], label [nodes], errors [nodes])`` by walking every point."""
+    weight = np.ones(len(X)) if weight is None else weight
+    counts = np.zeros((tree.num_nodes, num_classes))
+    for x, label, w in zip(X, y, weight):
+        for node in walk(tree, x):
+            counts[node, label] += w
+    parent = np.asarray(tree.layout.parent_index())
+    label = np.zeros(tree.num_nodes, int)
+    for node in range(tree.num_nodes):             # heap order: parents come first
+        label[node] = np.argmax(counts[node]) if counts[node].sum() > 0 else label[parent[node]]
+    errors = counts.sum(axis=1) - counts[np.arange(tree.num_nodes), label]
+    return counts, label, errors
+
+
+def assert_stats_equal(stats, counts, label, errors):
+    np.testing.assert_allclose(np.asarray(stats.counts), counts, rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(stats.label), label)
+    np.testing.assert_allclose(np.asarray(stats.errors), errors, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(stats.total), counts.sum(axis=1), rtol=1e-6)
+
+
+def data(seed, n=60, classes=3):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 2)).round(1)
+    y = rng.integers(0, classes, n)
+    return X, y
+
+
+@pytest.mark.parametrize("builder", [kd_tree, dyadic_tree])
+def test_counts_labels_errors_match_a_loop(precision, builder):
+    X, y = data(0)
+    tree = builder(X, max_depth=4, y=y, layout="complete")
+    stats = node_stats(tree, X, jnp.asarray(y), 3)
+    assert stats.counts.dtype == precision and stats.counts.shape == (tree.num_nodes, 3)
+    assert stats.label.dtype == jnp.int32 and stats.num_classes == 3
+    assert_stats_equal(stats, *reference_stats(tree, X, y, 3))
+    assert float(stats.num_samples) == len(X)
+
+
+def test_statistics_of_another_sample_have_empty_chains(precision):
+    """A sample unlike the training one leaves whole subtrees empty: labels come from the
+    nearest non-empty ancestor."""
+    X, y = data(1)
+    tree = kd_tree(X, max_depth=4, layout="complete")
+    X_other, y_other = X[:5] + 0.01, np.array([2, 2, 1, 0, 1])
+    counts, label, errors = reference_stats(tree, X_other, y_other, 3)
+    stats = node_stats(tree, X_other, jnp.asarray(y_other), 3)
+    assert_stats_equal(stats, counts, label, errors)
+    # the case is real: some empty node has an empty parent (a chain of inheritance)
+    parent = tree.layout.parent_index()
+    empty = counts.sum(axis=1) == 0
+    internal = np.asarray(tree.internal)
+    chain = empty & empty[parent] & internal[parent]
+    assert chain.any()
+
+
+def test_label_ties_go_to_the_smallest_and_empty_nodes_inherit(precision):
+    layout = CompleteLayout(2)
+    internal = np.array([True, True, True, False, False, False, False])
+    tree = tree_from_numpy(np.zeros(7), np.zeros(7), internal, layout, [0.0], [1.0], False)
+    counts = jnp.asarray([[3, 3, 1],    # tie 0/1 -> 0
+                          [0, 2, 2],    # tie 1/2 -> 1
+                          [0, 0, 0],    # empty -> root's 0
+                          [0, 0, 0],    # empty -> parent's 1
+                          [1, 0, 5],
+                          [0, 0, 0],    # empty chain -> 0
+                          [0, 4, 4]],   # tie -> 1
+                         precision)
+    np.testing.assert_array_equal(np.asarray(node_labels(tree, counts)), [0, 1, 0, 1, 2, 0, 1])
+
+
+def test_sample_weight_equals_subsetting_and_duplicating(precision):
+    X, y = data(2)
+    tree = dyadic_tree(X, max_depth=4, layout="complete")
+    rng = np.random.default_rng(2)
+    mask = rng.random(len(X)) < 0.5
+    weighted = node_stats(tree, X, jnp.asarray(y), 3, jnp.asarray(mask, precision))
+    subset = node_stats(tree, X[mask], jnp.asarray(y[mask]), 3)
+    np.testing.assert_array_equal(np.asarray(weighted.counts), np.asarray(subset.counts))
+    np.testing.assert_array_equal(np.asarray(weighted.label), np.asarray(subset.label))
+    repeats = rng.integers(0, 4, len(X))
+    weighted = node_stats(tree, X, jnp.asarray(y), 3, jnp.asarray(repeats, precision))
+    assert_stats_equal(weighted, *reference_stats(tree, np.repeat(X, repeats, 0),
+                                                  np.repeat(y, repeats), 3))
+
+
+def test_fold_statistics_are_one_vmap(precision):
+    X, y = data(3)
+    tree = kd_tree(X, max_depth=4, layout="complete")
+    folds = jnp.asarray(np.random.default_rng(3).random((3, len(X))) < 0.5, precision)
+    batched = jax.vmap(lambda w: node_stats(tree, X, jnp.asarray(y), 3, w))(folds)
+    for k, w in enumerate(folds):
+        single = node_stats(tree, X, jnp.asarray(y), 3, w)
+        np.testing.assert_array_equal(np.asarray(batched.counts[k]), np.asarray(single.counts))
+        np.testing.assert_array_equal(np.asarray(batched.label[k]), np.asarray(single.label))
+
+
+@settings(max_examples=15, deadline=None)
+@given(seed=st.integers(0, 2 ** 31 - 1), n=st.sampled_from([2, 5, 30]), classes=st.integers(1, 3),
+       distinct=st.integers(1, 4), kind=st.sampled_from(["kd", "dyadic"]))
+def test_random_samples_match_a_loop(seed, n, classes, distinct, kind):
+    """Duplicate points, a single class, empty cells (stats on a fresh sample of the same law)."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, distinct, (n, 2)).astype(float)
+    y = rng.integers(0, classes, n)
+    builder = kd_tree if kind == "kd" else dyadic_tree
+    tree = builder(X, max_depth=3, layout="complete")
+    X_new = rng.integers(0, distinct, (n, 2)).astype(float) + rng.uniform(-1, 1, (n, 2))
+    for sample_X in (X, X_new):
+        stats = node_stats(tree, sample_X, jnp.asarray(y), 3)
+        counts, label, errors = reference_stats(tree, sample_X, y, 3)
+        assert_stats_equal(stats, counts, label, errors)
+        assert (np.asarray(stats.errors) >= 0).all()
