@@ -16,7 +16,8 @@ import numpy as np
 from jaxtree import select
 from jaxtree.build import check_features, dyadic_tree, kd_tree
 from jaxtree.pacbayes import pacbayes_potentials, pacbayes_theory_potentials, vote
-from jaxtree.engine import subtree_log_weights
+from jaxtree import hsvote, prune
+from jaxtree.engine import best_pruning, subtree_log_weights
 from jaxtree.stats import node_stats
 
 try:  # use scikit-learn's exception when it is installed, so `except NotFittedError` matches
@@ -237,3 +238,176 @@ class PACBayesTreeClassifier(TreeClassifierBase):
     def _scores(self, X):
         return vote(self.tree_, self.stats_.label, self.node_log_weights_, X,
                     len(self.classes_))
+
+
+PRUNING_METHODS = ("c1", "sn", "km", "optimistic", "rep", "min_size")
+
+
+class PrunedTreeClassifier(TreeClassifierBase):
+    """T0 pruned by one of the classic methods (SPEC §3; :mod:`jaxtree.prune`); predicts the label
+    of the pruning leaf that contains a point.
+
+    Args:
+      method: ``"c1"`` (cost-complexity, ``lam``), ``"sn"`` (Scott's SN penalty, ``lam``),
+        ``"km"`` (Kearns–Mansour local test, ``c``, ``delta``, ``num_tests``), ``"optimistic"``
+        (seed 002's test, ``c``, ``delta``, ``resample``), ``"rep"`` (reduced-error pruning on a
+        hold-out part) or ``"min_size"`` (fewest training errors per size, size chosen by
+        ``selection``).
+      partition, max_depth, min_split, split: T0, as in :class:`PACBayesTreeClassifier`.
+      lam: λ of C1/SN, the price of a leaf in training errors (1 by default; tune it).
+      c: the constant in front of the KM / optimistic / SRM penalty (1: the formula as stated).
+      delta: confidence δ of KM, optimistic and SRM (0.05: the usual choice; the seeds leave it open).
+      selection: ``"srm"`` (R̂ + c·sqrt((s·log(4|H|) + log(1/δ))/n)) or ``"cv"`` (hold-out) for
+        ``"min_size"``.
+      holdout: fraction of the sample held out as S2 by ``"rep"`` and ``min_size``/``"cv"``
+        (T0 and its labels come from the rest, S1, as in seed 001). A third by default, a common
+        choice; the seed leaves it open.
+      num_tests: |H| for KM and SRM; None counts T0's distinct split tests
+        (:func:`jaxtree.prune.log_num_tests_of`).
+      resample: optimistic pruning treats a sample smaller than 5000 as resampled to 5000 (seed 002).
+      random_state: seed of the S1/S2 split.
+
+    Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_``, ``stats_`` (of S1 for the
+    hold-out methods), ``leaf_mask_`` ``[nodes]`` (True at the pruning's leaves), ``n_leaves_``
+    (number of leaves of the pruning, empty ones included), and for ``min_size`` the curve
+    ``errors_per_size_`` ``[S+1]`` and the chosen ``size_`` (non-empty leaves).
+    """
+
+    def __init__(self, method="c1", partition="kd", max_depth=None, min_split=2, split="cycle",
+                 lam=1.0, c=1.0, delta=0.05, selection="srm", holdout=1 / 3, num_tests=None,
+                 resample=True, random_state=0):
+        self.method = method
+        self.partition = partition
+        self.max_depth = max_depth
+        self.min_split = min_split
+        self.split = split
+        self.lam = lam
+        self.c = c
+        self.delta = delta
+        self.selection = selection
+        self.holdout = holdout
+        self.num_tests = num_tests
+        self.resample = resample
+        self.random_state = random_state
+
+    def _uses_holdout(self):
+        return self.method == "rep" or (self.method == "min_size" and self.selection == "cv")
+
+    def _split_sample(self, n):
+        """``(grow, prune)`` index arrays of S1 and S2 (deterministic in ``random_state``)."""
+        if not 0 < self.holdout < 1:
+            raise ValueError(f"holdout must be in (0, 1); got {self.holdout!r}")
+        held = max(1, int(round(self.holdout * n)))
+        if n - held < 2:
+            raise ValueError(f"holdout={self.holdout} leaves {n - held} samples to grow T0 "
+                             f"from {n}; need at least 2")
+        order = np.random.default_rng(self.random_state).permutation(n)
+        return np.sort(order[held:]), np.sort(order[:held])
+
+    def _build_tree(self, X, y):
+        if self.method not in PRUNING_METHODS:
+            raise ValueError(f"method must be one of {PRUNING_METHODS}; got {self.method!r}")
+        if self.method == "min_size" and self.selection not in ("srm", "cv"):
+            raise ValueError(f"selection must be 'srm' or 'cv'; got {self.selection!r}")
+        if self._uses_holdout():
+            grow, _ = self._split_sample(X.shape[0])
+            X, y = X[grow], y[grow]
+        return super()._build_tree(X, y)
+
+    def _fit_tree(self, stats, X, y):
+        tree, num_classes = self.tree_, len(self.classes_)
+        holdout_err = None
+        if self._uses_holdout():
+            grow, held = self._split_sample(X.shape[0])
+            stats = node_stats(tree, X[grow], jnp.asarray(y[grow]), num_classes)
+            counts2 = node_stats(tree, X[held], jnp.asarray(y[held]), num_classes).counts
+            holdout_err = prune.holdout_errors(counts2, stats.label)
+            self.stats_ = stats
+        log_h = (prune.log_num_tests_of(tree) if self.num_tests is None
+                 else math.log(max(self.num_tests, 2)))
+        method = self.method
+        if method in ("c1", "sn"):
+            if not self.lam >= 0:
+                raise ValueError(f"lam must be >= 0; got {self.lam!r}")
+            cost = (prune.c1_leaf_cost(stats, self.lam) if method == "c1"
+                    else prune.sn_leaf_cost(stats, tree.node_depth, self.lam))
+            mask = best_pruning(cost, tree.internal, layout=tree.layout)
+        elif method == "rep":
+            mask = prune.rep_pruning(holdout_err, tree.internal, tree.layout)
+        else:
+            if not (self.c >= 0 and 0 < self.delta):
+                raise ValueError(f"c must be >= 0 and delta > 0; got {self.c!r}, {self.delta!r}")
+            if method == "km":
+                mask = prune.km_pruning(tree, stats, self.c, self.delta, log_h)
+            elif method == "optimistic":
+                mask = prune.optimistic_pruning(tree, stats, self.c, self.delta, self.resample)
+            else:
+                mask = self._min_size(tree, stats, holdout_err, log_h)
+        self.leaf_mask_ = mask
+        self.n_leaves_ = int(jnp.sum(mask))
+
+    def _min_size(self, tree, stats, holdout_err, log_h):
+        # the table's width is static: round it up to a power of two so that refits compile less
+        cap = 1 << (prune.num_nonempty_leaves(stats, tree.internal, tree.layout) - 1).bit_length()
+        table = prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal, cap,
+                                         holdout_err, tree.layout)
+        if self.selection == "cv":
+            size = prune.holdout_select(table)
+        else:
+            size = prune.srm_select(table.errors, stats.num_samples, self.c, self.delta, log_h)
+        self.errors_per_size_ = np.asarray(table.errors)
+        self.size_ = int(size)
+        return prune.pruning_of_size(table, size, tree.internal, tree.layout)
+
+    def _scores(self, X):
+        log_w = jnp.where(self.leaf_mask_, 0.0, -jnp.inf)
+        return vote(self.tree_, self.stats_.label, log_w, X, len(self.classes_))
+
+
+class HSVoteClassifier(TreeClassifierBase):
+    """Helmbold–Schapire vote over every pruning of T0 (SPEC §3; :mod:`jaxtree.hsvote`); binary
+    labels only (a ``ValueError`` otherwise).
+
+    Args:
+      partition, max_depth, min_split, split: T0, as in :class:`PACBayesTreeClassifier`.
+      eta: learning rate η > 0 (1 with the log loss is the Bayes mixture; tune it).
+      loss: ``"log"`` or ``"absolute"``.
+
+    Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_``, ``stats_``,
+    ``node_log_weights_`` ``[nodes]``, ``node_estimates_`` ``[nodes]`` (p_A).
+    ``predict_proba`` gives ``(1 − P, P)`` with ``P = Σ_{A ∈ path(x)} w(A)·p_A``; ``predict``
+    returns the second class iff ``P ≥ ½``.
+    """
+
+    def __init__(self, partition="kd", max_depth=None, min_split=2, split="cycle", eta=1.0,
+                 loss="log"):
+        self.partition = partition
+        self.max_depth = max_depth
+        self.min_split = min_split
+        self.split = split
+        self.eta = eta
+        self.loss = loss
+
+    def fit(self, X, y):
+        """As :meth:`TreeClassifierBase.fit`; ``y`` must hold exactly two classes."""
+        labels = np.unique(np.asarray(y))
+        if len(labels) != 2:
+            raise ValueError(f"HSVoteClassifier needs exactly two classes (binary labels); got "
+                             f"{len(labels)}. Use PACBayesTreeClassifier or PrunedTreeClassifier "
+                             "for multiclass problems")
+        return super().fit(X, y)
+
+    def predict(self, X):
+        return self.classes_[(self.predict_proba(X)[:, 1] >= 0.5).astype(int)]
+
+    def _fit_tree(self, stats, X, y):
+        if not self.eta > 0:
+            raise ValueError(f"eta must be > 0; got {self.eta!r}")
+        if self.loss not in hsvote.LOSSES:
+            raise ValueError(f"loss must be one of {hsvote.LOSSES}; got {self.loss!r}")
+        self.node_estimates_ = hsvote.hs_node_estimates(stats)
+        self.node_log_weights_ = hsvote.hs_log_weights(self.tree_, stats, self.eta, self.loss)
+
+    def _scores(self, X):
+        p = hsvote.hs_vote(self.tree_, self.node_estimates_, self.node_log_weights_, X)
+        return jnp.stack([1 - p, p], axis=1)

@@ -93,6 +93,14 @@ def hs_vote(tree: Tree, estimates: Array, log_weights: Array, X: Array) -> Array
     return jnp.sum(weight * estimates[path], axis=1)
 
 
+def hs_votes(tree: Tree, stats: NodeStats, params: dict) -> Array:
+    """Node votes ``[nodes, 2]``: ``w(A)·(1 − p_A, p_A)`` with ``params = {"eta": η}`` (log loss);
+    summed along a point's root-to-leaf path they are its class scores (model-selection form)."""
+    p = hs_node_estimates(stats)
+    weight = jnp.exp(hs_log_weights(tree, stats, params["eta"]))
+    return weight[:, None] * jnp.stack([1 - p, p], axis=1)
+
+
 def _check_binary(stats: NodeStats):
     if stats.num_classes != 2:
         raise ValueError(

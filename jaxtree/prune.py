@@ -164,7 +164,7 @@ def km_slack(stats: NodeStats, node_depth: Array, c, delta=0.05, log_num_tests=N
       node_depth: ``[nodes]`` ℓ_v.
       c: the constant of α (the O(·) of Kearns & Mansour; tuned, default 1 in the estimator).
       delta: confidence δ (0.05 by default, the usual choice; the seed leaves it open).
-      log_num_tests: log|H|; None uses :func:`log_num_tests_of` the tree (pass it explicitly).
+      log_num_tests: log|H| (:func:`log_num_tests_of`).
     """
     m = stats.total
     depth = node_depth.astype(m.dtype)
@@ -194,8 +194,7 @@ def optimistic_slack(stats: NodeStats, node_depth: Array, c=1.0, delta=0.05, res
 def km_pruning(tree: Tree, stats: NodeStats, c, delta=0.05, log_num_tests=None) -> Array:
     """Kearns–Mansour bottom-up pruning (seed 001, slides 13–24) as a leaf mask ``[nodes]``.
 
-    ``log_num_tests`` (log|H|) defaults to :func:`log_num_tests_of` ``tree`` (not traceable: pass it
-    when jitting or vmapping)."""
+    ``log_num_tests`` (log|H|) defaults to :func:`log_num_tests_of` of ``tree``."""
     if log_num_tests is None:
         log_num_tests = log_num_tests_of(tree)
     const, per_leaf = km_slack(stats, tree.node_depth, c, delta, log_num_tests)
@@ -210,14 +209,48 @@ def optimistic_pruning(tree: Tree, stats: NodeStats, c=1.0, delta=0.05, resample
                               tree.layout)
 
 
-def log_num_tests_of(tree: Tree) -> float:
-    """log|H| for KM and SRM: |H| is the number of distinct split tests (feature, threshold) that
-    T0 uses — the tests any of its prunings can contain — at least 2. (Kearns & Mansour count the
-    tests of the node class H; T0's own tests are the ones a pruning can choose from.)"""
-    internal = np.asarray(tree.internal)
-    tests = {(int(f), float(t)) for f, t in zip(np.asarray(tree.feature)[internal],
-                                                 np.asarray(tree.threshold)[internal])}
-    return float(np.log(max(len(tests), 2)))
+def log_num_tests_of(tree: Tree) -> Array:
+    """log|H| for KM and SRM (scalar, traceable): |H| is the number of distinct split tests
+    (feature, threshold) that T0 uses — the tests any of its prunings can contain — at least 2.
+    (Kearns & Mansour count the tests of the node class H; T0's own tests are the ones a pruning
+    can choose from.)"""
+    internal = tree.internal & tree_membership(tree.internal, tree.layout)
+    feature = jnp.where(internal, tree.feature, -1)
+    threshold = jnp.where(internal, tree.threshold, 0)
+    order = jnp.lexsort((threshold, feature))
+    feature, threshold = feature[order], threshold[order]
+    new = (feature[1:] != feature[:-1]) | (threshold[1:] != threshold[:-1])
+    distinct = jnp.sum(new & (feature[1:] >= 0)) + (feature[0] >= 0)
+    return jnp.log(jnp.maximum(distinct, 2).astype(tree.threshold.dtype))
+
+
+def pruning_votes(leaf_mask: Array, stats: NodeStats) -> tuple[Array, Array]:
+    """A pruning as node votes ``(weight [nodes], label [nodes])``: weight 1 at its leaves, so a
+    point's vote summed along its root-to-leaf path is its pruning leaf's label (the form
+    :func:`jaxtree.scores_from_paths` and the model-selection code consume)."""
+    return leaf_mask.astype(stats.counts.dtype), stats.label
+
+
+def c1_votes(tree: Tree, stats: NodeStats, params: dict):
+    """Votes of the C1 pruning with ``params = {"lam": λ}`` (:func:`pruning_votes`)."""
+    cost = c1_leaf_cost(stats, params["lam"])
+    return pruning_votes(best_pruning(cost, tree.internal, layout=tree.layout), stats)
+
+
+def sn_votes(tree: Tree, stats: NodeStats, params: dict):
+    """Votes of the SN pruning with ``params = {"lam": λ}``."""
+    cost = sn_leaf_cost(stats, tree.node_depth, params["lam"])
+    return pruning_votes(best_pruning(cost, tree.internal, layout=tree.layout), stats)
+
+
+def km_votes(tree: Tree, stats: NodeStats, params: dict):
+    """Votes of the Kearns–Mansour pruning with ``params = {"c": c}`` (δ = 0.05, |H| of T0)."""
+    return pruning_votes(km_pruning(tree, stats, params["c"]), stats)
+
+
+def optimistic_votes(tree: Tree, stats: NodeStats, params: dict):
+    """Votes of optimistic pruning with ``params = {"c": c}`` (δ = 0.05, resampling on)."""
+    return pruning_votes(optimistic_pruning(tree, stats, params["c"]), stats)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ def test_ctw_prior_is_proper(precision):
     assert float(jaxtree.log_partition(leaf, tree.internal, split)) == pytest.approx(0.0, abs=1e-6)
 
 
-def test_eta_grid_is_one_vmap(precision):
+def test_eta_grid_is_one_vmap():
     tree, X, y = random_tree(5)
     stats = jaxtree.node_stats(tree, X, y, 2)
     etas = jnp.asarray(2.0 ** np.linspace(-8, 6, 10))
@@ -108,3 +108,18 @@ def test_refuses_multiclass():
     stats = jaxtree.node_stats(tree, X, y, 3)
     with pytest.raises(ValueError, match="binary"):
         hsvote.hs_log_weights(tree, stats, 1.0)
+
+
+def test_estimator_matches_functional_path_and_refuses_multiclass():
+    rng = np.random.default_rng(2)
+    X = rng.normal(size=(200, 3)).astype(np.float32)
+    y = np.where(X[:, 0] > 0, 7, 3)
+    model = jaxtree.HSVoteClassifier(max_depth=5, eta=0.5).fit(X, y)
+    stats = jaxtree.node_stats(model.tree_, X, (y == 7).astype(int), 2)
+    p = hsvote.hs_vote(model.tree_, hsvote.hs_node_estimates(stats),
+                       hsvote.hs_log_weights(model.tree_, stats, 0.5), X)
+    np.testing.assert_allclose(model.predict_proba(X)[:, 1], np.asarray(p), rtol=1e-6)
+    np.testing.assert_array_equal(model.predict(X), np.where(np.asarray(p) >= 0.5, 7, 3))
+    assert model.score(X, y) > 0.9
+    with pytest.raises(ValueError, match="two classes"):
+        jaxtree.HSVoteClassifier().fit(X, np.arange(200) % 3)
