@@ -37,8 +37,10 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxtree.engine import best_pruning
 from jaxtree.layout import CompleteLayout
 from jaxtree.pacbayes import pacbayes_log_weights
+from jaxtree.prune import c1_leaf_cost
 from jaxtree.stats import NodeStats, stats_from_paths
 from jaxtree.tree import Tree, route
 
@@ -50,6 +52,8 @@ LOG_GRID = 2.0 ** np.linspace(-8, 6, 10)
 LINEAR_GRID_SIZE = 10
 #: Tie-breaking directions of the PAC-Bayes λ's (see the module docstring).
 PACBAYES_DIRECTIONS = (("lam1", -1), ("lam2", +1))
+#: C1 pruning: a larger price per leaf gives a smaller pruning.
+C1_DIRECTIONS = (("lam", +1),)
 # Bytes of intermediates one (setting, fold) may use, per node and class, and the budget that
 # sets how many settings are evaluated at once.
 _BYTES_PER_ENTRY = 24
@@ -63,6 +67,13 @@ def pacbayes_votes(tree: Tree, stats: NodeStats, params: dict) -> tuple[Array, A
     ``w_Q(A)·onehot(l(A))``; ``params = {"lam1": λ1, "lam2": λ2}`` (practical potentials)."""
     log_w = pacbayes_log_weights(tree, stats, params["lam1"], params["lam2"])
     return jnp.exp(log_w), stats.label
+
+
+def c1_votes(tree: Tree, stats: NodeStats, params: dict) -> tuple[Array, Array]:
+    """Votes of C1 cost-complexity pruning (SPEC §3): ``(1[A is a leaf of the pruning], l(A))``;
+    ``params = {"lam": λ}`` (the price of a non-empty leaf in training errors)."""
+    leaves = best_pruning(c1_leaf_cost(stats, params["lam"]), tree.internal, layout=tree.layout)
+    return leaves.astype(stats.counts.dtype), stats.label
 
 
 def point_scores(votes, path: Array, on_path: Array, num_classes: int) -> Array:
@@ -117,7 +128,8 @@ def fold_masks(n: int, folds: int = 2, seed: int = 0) -> np.ndarray:
 
 
 def prepare_folds(tree: Tree, X: Array, y: Array, num_classes: int, train_masks,
-                  sample_weight: Optional[Array] = None) -> Folds:
+                  sample_weight: Optional[Array] = None, valid_size: Optional[int] = None
+                  ) -> Folds:
     """Route ``X`` ``[n, D]`` once and compute every fold's statistics (one ``vmap``).
 
     Args:
@@ -126,10 +138,16 @@ def prepare_folds(tree: Tree, X: Array, y: Array, num_classes: int, train_masks,
       num_classes: L.
       train_masks: ``[k, n]`` bool (:func:`fold_masks`); the validation part is the complement.
       sample_weight: optional ``[n]`` weights (0 for padding).
+      valid_size: ``m``, the padded size of the validation parts (default: the largest part);
+        give one value to problems of one padded shape to share their compilations.
     """
     masks = np.asarray(train_masks, bool)
+    largest = int((~masks).sum(axis=-1).max())
+    if valid_size is not None and valid_size < largest:
+        raise ValueError(f"valid_size={valid_size} is smaller than the largest validation part "
+                         f"({largest})")
     return _prepare_folds(tree, X, y, num_classes, masks, sample_weight,
-                          valid_size=int((~masks).sum(axis=-1).max()))
+                          valid_size=largest if valid_size is None else int(valid_size))
 
 
 @functools.partial(jax.jit, static_argnames=("num_classes", "valid_size"))

@@ -60,6 +60,25 @@ def test_grid_errors_equal_plain_loop(precision):
         select.grid_errors(tree, folds, select.pacbayes_votes, grid, batch_size=4), expected)
 
 
+def test_c1_grid_errors_equal_plain_loop():
+    """The same machinery serves a pruning baseline (C1 via the engine's best pruning)."""
+    tree, X, y = _problem()
+    masks = select.fold_masks(len(y), 2, seed=0)
+    folds = select.prepare_folds(tree, X, jnp.asarray(y), L, masks)
+    grid = {"lam": jnp.asarray([0.0, 0.5, 2.0, 8.0, 100.0])}
+    expected = np.zeros((5, 2))
+    for g, lam in enumerate(grid["lam"]):
+        for f, train in enumerate(masks):
+            stats = jaxtree.node_stats(tree, X[train], jnp.asarray(y[train]), L)
+            leaves = jaxtree.best_pruning(stats.errors + lam * (stats.total > 0), tree.internal)
+            log_w = jnp.where(leaves, 0.0, -jnp.inf)
+            scores = jaxtree.vote(tree, stats.label, log_w, X[~train], L)
+            expected[g, f] = np.sum(np.argmax(np.asarray(scores), axis=1) != y[~train])
+    assert expected.min() < expected.max()
+    np.testing.assert_array_equal(select.grid_errors(tree, folds, select.c1_votes, grid),
+                                  expected)
+
+
 def test_fold_masks_validate_every_point_once():
     masks = select.fold_masks(11, 3, seed=0)
     assert masks.shape == (3, 11)
