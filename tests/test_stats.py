@@ -113,7 +113,8 @@ def test_fold_statistics_are_one_vmap(precision):
 
 
 @settings(max_examples=15, deadline=None)
-@given(seed=st.integers(0, 2 ** 31 - 1), n=st.sampled_from([2, 5, 30]), classes=st.integers(1, 3),
+@given(seed=st.integers(0, 2 ** 31 - 1), n=st.sampled_from([2, 5, 30]),
+       classes=st.integers(1, 3),
        distinct=st.integers(1, 4), kind=st.sampled_from(["kd", "dyadic"]))
 def test_random_samples_match_a_loop(seed, n, classes, distinct, kind):
     """Duplicate points, a single class, empty cells (stats on a fresh sample of the same law)."""
