@@ -37,10 +37,8 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxtree.engine import best_pruning
 from jaxtree.layout import CompleteLayout
 from jaxtree.pacbayes import pacbayes_log_weights
-from jaxtree.prune import c1_leaf_cost
 from jaxtree.stats import NodeStats, stats_from_paths
 from jaxtree.tree import Tree, route
 
@@ -52,8 +50,6 @@ LOG_GRID = 2.0 ** np.linspace(-8, 6, 10)
 LINEAR_GRID_SIZE = 10
 #: Tie-breaking directions of the PAC-Bayes λ's (see the module docstring).
 PACBAYES_DIRECTIONS = (("lam1", -1), ("lam2", +1))
-#: C1 pruning: a larger price per leaf gives a smaller pruning.
-C1_DIRECTIONS = (("lam", +1),)
 # Bytes of intermediates one (setting, fold) may use, per node and class, and the budget that
 # sets how many settings are evaluated at once.
 _BYTES_PER_ENTRY = 24
@@ -67,13 +63,6 @@ def pacbayes_votes(tree: Tree, stats: NodeStats, params: dict) -> tuple[Array, A
     ``w_Q(A)·onehot(l(A))``; ``params = {"lam1": λ1, "lam2": λ2}`` (practical potentials)."""
     log_w = pacbayes_log_weights(tree, stats, params["lam1"], params["lam2"])
     return jnp.exp(log_w), stats.label
-
-
-def c1_votes(tree: Tree, stats: NodeStats, params: dict) -> tuple[Array, Array]:
-    """Votes of C1 cost-complexity pruning (SPEC §3): ``(1[A is a leaf of the pruning], l(A))``;
-    ``params = {"lam": λ}`` (the price of a non-empty leaf in training errors)."""
-    leaves = best_pruning(c1_leaf_cost(stats, params["lam"]), tree.internal, layout=tree.layout)
-    return leaves.astype(stats.counts.dtype), stats.label
 
 
 def point_scores(votes, path: Array, on_path: Array, num_classes: int) -> Array:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import jaxtree
-from jaxtree import select
+from jaxtree import prune, select
 
 L = 3
 DEPTH = 4
@@ -75,7 +75,7 @@ def test_c1_grid_errors_equal_plain_loop():
             scores = jaxtree.vote(tree, stats.label, log_w, X[~train], L)
             expected[g, f] = np.sum(np.argmax(np.asarray(scores), axis=1) != y[~train])
     assert expected.min() < expected.max()
-    np.testing.assert_array_equal(select.grid_errors(tree, folds, select.c1_votes, grid),
+    np.testing.assert_array_equal(select.grid_errors(tree, folds, prune.c1_votes, grid),
                                   expected)
 
 
