@@ -90,7 +90,8 @@ class TreeClassifierBase(ParamsMixin):
 
     def predict(self, X):
         """``[n]`` predicted labels (values from ``classes_``)."""
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)  # first: raises NotFittedError before classes_ exists
+        return self.classes_[np.argmax(proba, axis=1)]
 
     def score(self, X, y):
         """Mean accuracy on ``(X, y)``."""
@@ -398,7 +399,8 @@ class HSVoteClassifier(TreeClassifierBase):
         return super().fit(X, y)
 
     def predict(self, X):
-        return self.classes_[(self.predict_proba(X)[:, 1] >= 0.5).astype(int)]
+        positive = self.predict_proba(X)[:, 1] >= 0.5  # NotFittedError before classes_
+        return self.classes_[positive.astype(int)]
 
     def _fit_tree(self, stats, X, y):
         if not self.eta > 0:

@@ -1,0 +1,126 @@
+"""scikit-learn conventions of the estimator shell (PACBayesTreeClassifier)."""
+
+import numpy as np
+import pytest
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+
+from jaxtree import NotFittedError, PACBayesTreeClassifier
+
+
+def model(**params):
+    """A small, untuned PAC-Bayes tree (λ's given, so nothing is selected by CV)."""
+    params = {"max_depth": 3, "lam1": 1.0, "lam2": 1.0, **params}
+    return PACBayesTreeClassifier(**params)
+
+
+def data(seed=0, n=60):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3))
+    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.8)
+    return X, y
+
+
+def test_clone_and_params_round_trip():
+    est = model(partition="dyadic", min_split=4)
+    params = est.get_params()
+    assert params["partition"] == "dyadic" and params["min_split"] == 4
+    copy = clone(est)
+    assert copy is not est and copy.get_params() == params
+    other = PACBayesTreeClassifier()
+    assert other.set_params(**params) is other and other.get_params() == params
+    X, y = data()
+    est.fit(X, y)
+    refit = clone(est)
+    assert not hasattr(refit, "tree_")         # clone returns an unfitted copy
+    assert "PACBayesTreeClassifier(" in repr(est)
+
+
+def test_set_params_rejects_unknown_names():
+    with pytest.raises(ValueError, match="max_dept"):
+        model().set_params(max_dept=3)
+
+
+@pytest.mark.parametrize("labels", [np.array(["spam", "eggs", "ham"]), np.array([-5, 0, 7])])
+def test_arbitrary_label_values(precision, labels):
+    X, y = data(1)
+    y_values = labels[y]
+    est = model().fit(X, y_values)
+    np.testing.assert_array_equal(est.classes_, np.sort(labels))
+    encoded = model().fit(X, np.searchsorted(np.sort(labels), y_values))
+    # the columns of predict_proba follow classes_: same scores as with labels 0..L-1
+    proba = est.predict_proba(X)
+    np.testing.assert_allclose(proba, encoded.predict_proba(X))
+    assert proba.shape == (len(X), 3) and proba.dtype == precision
+    np.testing.assert_allclose(proba.sum(axis=1), 1.0, rtol=1e-5)
+    predicted = est.predict(X)
+    np.testing.assert_array_equal(predicted, est.classes_[proba.argmax(axis=1)])
+    assert set(predicted) <= set(labels)
+    assert est.score(X, y_values) == pytest.approx(np.mean(predicted == y_values))
+    assert est.score(X, y_values) > 0.7
+    assert est.n_features_in_ == 3
+    assert est.node_log_weights_.shape == (est.tree_.num_nodes,)
+
+
+def test_one_leaf_tree_predicts_the_majority_class(precision):
+    X, _ = data(2, n=7)
+    y = np.array(["b", "a", "b", "c", "b", "a", "c"])
+    est = model(max_depth=0).fit(X, y)
+    assert est.tree_.num_nodes == 1
+    np.testing.assert_array_equal(est.predict(X[:3]), ["b", "b", "b"])
+    np.testing.assert_allclose(est.predict_proba(X[:2]), [[0, 1, 0]] * 2, atol=1e-6)
+    # ties between classes go to the smallest label
+    tied = model(max_depth=0).fit(X[:4], np.array([3, 1, 3, 1]))
+    np.testing.assert_array_equal(tied.predict(X), [1] * len(X))
+
+
+def test_not_fitted_error_before_fit():
+    X, _ = data()
+    for method in ("predict", "predict_proba"):
+        with pytest.raises(NotFittedError):
+            getattr(model(), method)(X)
+    assert issubclass(NotFittedError, SklearnNotFittedError)
+
+
+def test_bad_input_raises_value_errors():
+    X, y = data(3)
+    bad = X.copy()
+    bad[4, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        model().fit(bad, y)
+    bad[4, 2] = -np.inf
+    with pytest.raises(ValueError, match="infinite"):
+        model().fit(bad, y)
+    with pytest.raises(ValueError, match="2-D"):
+        model().fit(X[:, 0], y)
+    with pytest.raises(ValueError, match="y"):
+        model().fit(X, y[:-1])
+    with pytest.raises(ValueError, match="at least 2 samples"):
+        model().fit(X[:1], y[:1])
+    est = model().fit(X, y)
+    with pytest.raises(ValueError, match="features"):
+        est.predict(X[:, :2])
+    with pytest.raises(ValueError, match="2-D"):
+        est.predict(X[0])
+    with pytest.raises(ValueError, match="NaN"):
+        est.predict(bad)
+
+
+def test_too_deep_for_the_complete_layout():
+    """Identical points with mixed labels split (everything left) down to max_depth."""
+    est = model(max_depth=40)
+    if "layout" in est.get_params():
+        est.set_params(layout="complete")
+    with pytest.raises(ValueError, match="MAX_LAYOUT_BYTES") as error:
+        est.fit(np.zeros((4, 2)), [0, 1, 0, 1])
+    assert "compact" in str(error.value) and "max_depth" in str(error.value)
+
+
+def test_invalid_hyperparameters():
+    X, y = data(4)
+    with pytest.raises(ValueError, match="partition"):
+        model(partition="random").fit(X, y)
+    with pytest.raises(ValueError, match="lam1"):
+        model(lam1=-1.0).fit(X, y)
+    with pytest.raises(ValueError, match="potentials"):
+        model(potentials="other").fit(X, y)
