@@ -188,10 +188,11 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         §5 — 2-fold CV over 2^linspace(-8, 6, 10) for each, then 10 linear values from half to
         twice the best: 200 settings), ``"grid"``, ``"gradient"`` or None
         (:class:`TreeClassifierBase`). Ties go to smaller λ1, then larger λ2
-        (:mod:`jaxtree.select`). Cost: T0 and the routing are shared, every setting costs one
-        up/down pass per fold (on letter, 18000 × 16 and 26 classes, the 400 passes take about
-        1.5 s on 2 CPU cores), but the first fit at a new tree depth / sample size compiles for
-        10–20 s. Give ``lam1`` and ``lam2`` (or ``tune=None``) to skip tuning.
+        (:mod:`jaxtree.select`). Cost: T0 and the routing are shared; each setting costs one
+        up/down pass and a vote per fold. Measured on a loaded 2-core CPU
+        (``experiments/bench_select.py``): the 200 settings take ~0.1 s on spam and 1.5–5 s
+        on letter (18000 × 16, 26 classes), but the first fit at a new tree depth / sample
+        size compiles for 10–50 s. Give ``lam1`` and ``lam2`` (or ``tune=None``) to skip it.
       cv, random_state: number of CV folds and the seed that deals them.
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_`` (:class:`jaxtree.Tree`),
