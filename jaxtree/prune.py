@@ -406,6 +406,17 @@ def holdout_select(table: SizeTable) -> Array:
     return jnp.argmin(jnp.where(jnp.isfinite(table.errors), table.holdout, jnp.inf))
 
 
+def min_size_srm_votes(tree: Tree, stats: NodeStats, params: dict, max_size: int):
+    """Votes of the fewest-error pruning of the size SRM picks, ``params = {"c": c}`` (δ = 0.05,
+    |H| of T0). ``max_size`` is static: bind it (``functools.partial``) to a bound on the number of
+    non-empty T0 leaves. The knapsack does not depend on ``c``, so under ``vmap`` over ``c`` it
+    runs once."""
+    table = min_error_per_size(stats.errors, stats.total > 0, tree.internal, max_size,
+                               layout=tree.layout)
+    size = srm_select(table.errors, stats.num_samples, params["c"], 0.05, log_num_tests_of(tree))
+    return pruning_votes(pruning_of_size(table, size, tree.internal, tree.layout), stats)
+
+
 # ---------------------------------------------------------------------------------------------
 # Level passes (shared by the knapsack and the local tests)
 def _resolve(layout, node_array):

@@ -217,6 +217,10 @@ def test_penalty_grid_is_one_vmap():
     assert [int(s) for s in chosen] == [int(prune.srm_select(table.errors, n, c, 0.05, log_h))
                                         for c in lams]
     assert int(chosen[0]) >= int(chosen[-1]) >= 1
+    weight, label = prune.min_size_srm_votes(tree, stats, {"c": lams[3]}, max_size=2 ** DEPTH)
+    expected = prune.pruning_of_size(table, chosen[3], tree.internal)
+    np.testing.assert_array_equal(np.asarray(weight) > 0, np.asarray(expected))
+    np.testing.assert_array_equal(label, stats.label)
 
 
 def estimator_data():
