@@ -14,13 +14,15 @@ and scikit-learn-style estimators over it (:class:`PACBayesTreeClassifier`).
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.engine import (best_pruning, best_pruning_and_cost, log_partition,
                             subtree_log_weights, tree_membership)
-from jaxtree.estimators import NotFittedError, PACBayesTreeClassifier
+from jaxtree.estimators import NotFittedError, ObliqueTreeClassifier, PACBayesTreeClassifier
 from jaxtree.estimators import HSVoteClassifier, PrunedTreeClassifier
 from jaxtree.hsvote import hs_log_weights, hs_node_estimates, hs_potentials, hs_vote
 from jaxtree.layout import CompleteLayout
 from jaxtree.prune import (c1_leaf_cost, holdout_errors, km_pruning, local_test_pruning,
                            min_error_per_size, optimistic_pruning, pruning_of_size, rep_pruning,
                            sn_leaf_cost, srm_select)
+from jaxtree.oblique import (fat, margin_bound, node_margins, oblique_tree, tree_margin_bound,
+                             twoing)
 from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_potentials,
                               pacbayes_theory_potentials, scores_from_paths, vote)
 from jaxtree.select import (batch_fit_scores, batch_paper_search, fold_masks, gradient_tune,

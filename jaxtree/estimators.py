@@ -15,7 +15,10 @@ import numpy as np
 
 from jaxtree import select
 from jaxtree.build import check_features, dyadic_tree, kd_tree
-from jaxtree.pacbayes import pacbayes_potentials, pacbayes_theory_potentials, vote
+from jaxtree.oblique import margin_bound, node_margins, oblique_tree
+from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_potentials,
+                              pacbayes_theory_potentials, vote)
+from jaxtree.tree import scale_points
 from jaxtree import hsvote, prune
 from jaxtree.engine import best_pruning, subtree_log_weights
 from jaxtree.stats import node_stats
@@ -414,3 +417,73 @@ class HSVoteClassifier(TreeClassifierBase):
     def _scores(self, X):
         p = hsvote.hs_vote(self.tree_, self.node_estimates_, self.node_log_weights_, X)
         return jnp.stack([1 - p, p], axis=1)
+
+
+class ObliqueTreeClassifier(TreeClassifierBase):
+    """Perceptron (oblique) decision tree (SPEC §4; Bennett, Wu, Cristianini & Shawe-Taylor).
+
+    Args:
+      method: ``"oc1"``, ``"fat"`` (OC1 then max-margin hyperplanes), ``"moc1"`` (twoing +
+        C·margin), ``"moc2"`` (twoing with a margin band) or ``"axis"`` (axis-parallel splits);
+        see :mod:`jaxtree.oblique`.
+      max_depth: depth of the tree. min_split: nodes with fewer training points are not split.
+      n_restarts, n_jumps, n_cycles: OC1's random restarts, random jumps, perturbation passes.
+      margin_weight: C of MOC1. band: MOC2's band half-width (standardized units).
+      fat_steps: iterations of FAT's max-margin solver.
+      vote: ``"leaf"`` (the T0-leaf's majority label) or ``"pacbayes"`` (the PAC-Bayes vote over
+        every pruning of the oblique T0 with ``lam1``, ``lam2``; SPEC §2).
+      random_state: seed of the split search.
+
+    Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_`` (a :class:`jaxtree.Tree` with
+    ``coef``), ``stats_``, ``node_log_weights_`` ``[nodes]``, ``margins_`` ``[K]`` (the margin of
+    each internal node, in slot order, standardized units), ``radius_`` and ``n_samples_``.
+    """
+
+    def __init__(self, method="oc1", max_depth=4, min_split=2, n_restarts=2, n_jumps=2,
+                 n_cycles=2, margin_weight=0.01, band=0.05, fat_steps=2000, vote="leaf",
+                 lam1=1.0, lam2=1.0, random_state=0):
+        self.method = method
+        self.max_depth = max_depth
+        self.min_split = min_split
+        self.n_restarts = n_restarts
+        self.n_jumps = n_jumps
+        self.n_cycles = n_cycles
+        self.margin_weight = margin_weight
+        self.band = band
+        self.fat_steps = fat_steps
+        self.vote = vote
+        self.lam1 = lam1
+        self.lam2 = lam2
+        self.random_state = random_state
+
+    def margin_bound(self, delta=0.05):
+        """Theorem 0.1's bound on the generalization error (:func:`jaxtree.margin_bound`)."""
+        if not hasattr(self, "tree_"):
+            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+        return margin_bound(self.margins_, self.radius_, self.n_samples_, delta)
+
+    def _build_tree(self, X, y):
+        if self.vote not in ("leaf", "pacbayes"):
+            raise ValueError(f"vote must be 'leaf' or 'pacbayes'; got {self.vote!r}")
+        return oblique_tree(X, y, max_depth=self.max_depth, method=self.method,
+                            min_split=self.min_split, n_restarts=self.n_restarts,
+                            n_jumps=self.n_jumps, n_cycles=self.n_cycles,
+                            margin_weight=self.margin_weight, band=self.band,
+                            fat_steps=self.fat_steps, random_state=self.random_state)
+
+    def _fit_tree(self, stats, X, y):
+        tree = self.tree_
+        internal = np.asarray(tree.internal)
+        self.margins_ = np.asarray(node_margins(tree, X))[internal]
+        self.radius_ = float(jnp.max(jnp.linalg.norm(scale_points(tree, X), axis=1)))
+        self.n_samples_ = X.shape[0]
+        if self.vote == "pacbayes":
+            if not (self.lam1 > 0 and self.lam2 > 0):
+                raise ValueError(f"lam1 and lam2 must be > 0; got {self.lam1}, {self.lam2}")
+            self.node_log_weights_ = pacbayes_log_weights(tree, stats, self.lam1, self.lam2)
+        else:  # all weight on the T0-leaves: the ordinary tree prediction
+            self.node_log_weights_ = jnp.where(tree.internal, -jnp.inf, 0.0)
+
+    def _scores(self, X):
+        return vote(self.tree_, self.stats_.label, self.node_log_weights_, X,
+                    len(self.classes_))

@@ -4,12 +4,15 @@ A tree is a set of flat per-node arrays in a layout (:mod:`jaxtree.layout`) plus
 scaling that its builder applied (prediction applies the same). An internal node ``A`` sends a
 scaled point ``z`` to its right child iff ``z[feature[A]] > threshold[A]`` (``<=`` goes left; the
 tie rule is pinned by a test), to the slot ``left_child[A] + 1`` if right, ``left_child[A]`` if left.
+An oblique tree (:mod:`jaxtree.oblique`) holds a hyperplane per node in ``coef``: right iff
+``coef[A]·z >= threshold[A]`` (SPEC §4).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+from typing import Optional
 
 import jax
 import jax.numpy as jnp
@@ -21,7 +24,7 @@ Array = jax.Array
 @functools.partial(
     jax.tree_util.register_dataclass,
     data_fields=["feature", "threshold", "internal", "left_child", "node_depth", "shift",
-                 "inv_scale", "layout"],
+                 "inv_scale", "layout", "coef"],
     meta_fields=["clip"])
 @dataclasses.dataclass(frozen=True)
 class Tree:
@@ -36,6 +39,8 @@ class Tree:
       shift, inv_scale: ``[D]`` float; a point ``x`` is scaled to ``(x - shift) * inv_scale``.
       layout:     the layout (:class:`jaxtree.layout.CompleteLayout` or a compact one).
       clip:       static bool; clip scaled points to ``[0, 1]`` (dyadic trees).
+      coef:       ``[nodes, D]`` float hyperplane normals of an oblique tree (``feature`` unused),
+                  or None for an axis-aligned tree.
     """
 
     feature: Array
@@ -47,6 +52,7 @@ class Tree:
     inv_scale: Array
     layout: object
     clip: bool = False
+    coef: Optional[Array] = None
 
     @property
     def num_nodes(self) -> int:
@@ -97,8 +103,11 @@ def route(tree: Tree, X: Array) -> tuple[Array, Array]:
     rows = jnp.arange(Z.shape[0])
 
     def step(node, _):
-        z = Z[rows, tree.feature[node]]
-        go_right = (z > tree.threshold[node]).astype(node.dtype)
+        if tree.coef is None:
+            go_right = Z[rows, tree.feature[node]] > tree.threshold[node]
+        else:
+            go_right = jnp.einsum("nd,nd->n", Z, tree.coef[node]) >= tree.threshold[node]
+        go_right = go_right.astype(node.dtype)
         child = tree.left_child[node] + go_right
         nxt = jnp.where(tree.internal[node], child, node)
         return nxt, nxt
