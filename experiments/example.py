@@ -4,33 +4,29 @@
 """
 
 import argparse
-import gzip
-import pathlib
 import time
 
 import numpy as np
 
 import jaxtree
-
-DATA = pathlib.Path(__file__).parent / "data"
+from experiments.datasets import DATASETS, load
 
 
 def load_csv(name):
-    """``X [n, D]`` float32, ``y [n]`` int from ``experiments/data/<name>.csv.gz``."""
-    with gzip.open(DATA / f"{name}.csv.gz", "rt") as f:
-        table = np.loadtxt(f, delimiter=",", skiprows=1)
-    return table[:, :-1].astype(np.float32), table[:, -1].astype(np.int64)
+    """``X [n, D]`` float32, ``y [n]`` int64: every row of ``experiments/data/<name>.csv.gz``,
+    sha256-checked (:func:`experiments.datasets.load`)."""
+    return load(name, experiment=False)
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--dataset", default="spam")
+    parser.add_argument("--dataset", default="spam", choices=sorted(DATASETS))
     parser.add_argument("--partition", default="kd", choices=["kd", "dyadic"])
     parser.add_argument("--lam1", type=float, default=7.4)
     parser.add_argument("--lam2", type=float, default=1.0)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    X, y = load_csv(args.dataset)
+    X, y = load(args.dataset)
     order = np.random.default_rng(args.seed).permutation(len(y))
     test, train = order[:2000], order[2000:]
     start = time.perf_counter()

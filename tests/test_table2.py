@@ -1,0 +1,81 @@
+"""A tiny end-to-end run of the Table 2 script, and the tree padding it uses to share shapes."""
+
+import dataclasses
+import json
+import math
+
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from experiments import datasets, table2
+from jaxtree.build import dyadic_tree
+from jaxtree.pacbayes import pacbayes_log_weights, vote
+from jaxtree.stats import node_stats
+
+
+def _tiny_run(partitions, methods):
+    config = dataclasses.replace(
+        table2.quick_config(("eeg",)), base_grid=(0.25, 4.0), linear_size=2, max_train=120,
+        test_size=60, partitions=partitions, methods=methods)
+    records = table2.run_experiment(config, show_progress=False)
+    assert sorted({(r["partition"], r["method"]) for r in records}) == sorted(
+        (p, m) for p in partitions for m in methods)            # eeg is binary: HS runs
+    return config, records
+
+
+def test_tiny_end_to_end_run_writes_the_table(tmp_path):
+    config, records = _tiny_run(("dyadic",), ("c1", "pacbayes", "hs"))
+    for r in records:
+        assert r["n_train"] == 120 and r["n_test"] == 60
+        assert 0 <= r["test_error"] <= 1 and 0 <= r["cv_error"] <= 1
+        assert math.isfinite(r["ratio"]) and r["ratio"] >= 0
+        assert all(v > 0 for v in r["params"].values())
+    assert all(r["ratio"] == 1 for r in records if r["method"] == "c1")
+    md = table2.write_results(records, config, "t2", "pytest", 1.0, out_dir=tmp_path)
+    text = md.read_text()
+    assert "| eeg |" in text and "(0.993)" in text   # ours beside the paper's PAC-Bayes ratio
+    assert "Command: `pytest`" in text
+    saved = json.loads((tmp_path / "t2.json").read_text())
+    assert saved["meta"]["config"]["max_train"] == 120 and len(saved["runs"]) == len(records)
+    assert len((tmp_path / "t2.csv").read_text().splitlines()) == len(records) + 1
+
+
+@pytest.mark.slow
+def test_tiny_run_of_every_method_and_partition():
+    _, records = _tiny_run(table2.PARTITIONS, tuple(table2.METHODS))
+    assert all(math.isfinite(r["ratio"]) for r in records)
+
+
+def test_splits_are_disjoint_and_seeded():
+    train, test = table2.split_indices(100, 70, 30, seed=3)
+    assert len(set(train) | set(test)) == 100
+    again, _ = table2.split_indices(100, 70, 30, seed=3)
+    np.testing.assert_array_equal(train, again)
+    with pytest.raises(ValueError, match="exceed"):
+        table2.split_indices(100, 80, 30, seed=0)
+
+
+def test_paper_depth_and_bucket():
+    assert table2.paper_depth("dyadic", 2601, 57) == 7 * 57          # spam: 399 levels
+    assert table2.paper_depth("kd", 2601, 57) == 12
+    for size in range(1, 3000):
+        b = table2.bucket(size)
+        assert b >= size and b % 2 == 0 and b <= max(1.25 * size, size + 1)
+
+
+def test_padding_a_compact_tree_changes_no_result():
+    X, y = datasets.load("wine")
+    X, y = X[:300], y[:300]
+    tree = dyadic_tree(X, 24, y=y, layout="compact")
+    padded = table2.pad_compact(tree, tree.num_levels + 5, tree.width + 6)
+    assert (padded.num_levels, padded.width) == (tree.num_levels + 5, tree.width + 6)
+    results = []
+    for t in (tree, padded):
+        stats = node_stats(t, X, y, 7)
+        log_w = pacbayes_log_weights(t, stats, 2.0, 0.5)
+        results.append((float(stats.errors[0]), np.asarray(vote(t, stats.label, log_w, X, 7))))
+    assert results[0][0] == results[1][0]
+    np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-6)
+    with pytest.raises(ValueError, match="cannot pad"):
+        table2.pad_compact(tree, tree.num_levels - 1, tree.width)
