@@ -215,7 +215,7 @@ def test_vmap_and_jit_match_single_calls(precision):
     for row, a in zip(mapped, batch):
         np.testing.assert_allclose(np.asarray(row), np.asarray(subtree_log_weights(a, internal)),
                                    atol=tolerance(precision))
-    masks = jax.vmap(lambda c: best_pruning(c, internal))(-batch)
+    masks = jax.jit(jax.vmap(lambda c: best_pruning(c, internal)))(-batch)
     for row, c in zip(masks, -batch):
         np.testing.assert_array_equal(np.asarray(row), np.asarray(best_pruning(c, internal)))
 
@@ -319,13 +319,17 @@ def _weighted_mass(leaf, split, internal, coef):
     return jnp.sum(coef * w)
 
 
+_grad_log_partition_both = jax.jit(jax.grad(log_partition, argnums=(0, 2)))
+_grad_weighted_mass = jax.jit(jax.grad(_weighted_mass, argnums=(0, 1)))
+
+
 def test_grad_of_log_partition_is_the_weights(precision):
     """∂ log Z / ∂a(A) = w(A) and ∂ log Z / ∂b(A) = P(A is split) (and both by enumeration)."""
     rng, cases = trees_for_tests(9, 5)
     for internal, in_tree in cases:
         leaf, split = random_potentials(rng, in_tree, internal)
         w_ref, _, p_split_ref = brute_force(leaf, split, internal)
-        grad_leaf, grad_split = jax.grad(log_partition, argnums=(0, 2))(
+        grad_leaf, grad_split = _grad_log_partition_both(
             jnp.asarray(leaf, precision), internal, jnp.asarray(split, precision))
         log_w = subtree_log_weights(jnp.asarray(leaf, precision), internal,
                                     jnp.asarray(split, precision))
@@ -343,8 +347,8 @@ def test_grad_matches_finite_differences():
         leaf, split = random_potentials(rng, in_tree, internal)
         leaf, split = np.where(in_tree, leaf, 0.0), np.where(internal & in_tree, split, 0.0)
         coef = jnp.asarray(rng.normal(size=in_tree.shape) * in_tree)
-        check_grads(lambda a, b: _weighted_mass(a, b, internal, coef),
-                    (jnp.asarray(leaf), jnp.asarray(split)), order=1, modes=["rev", "fwd"])
+        check_grads(jax.jit(lambda a, b: _weighted_mass(a, b, internal, coef)),
+                    (jnp.asarray(leaf), jnp.asarray(split)), order=1, modes=["rev"])
 
 
 @pytest.mark.parametrize("scale", [0.0, 1.0, 1e3, 1e6])
@@ -356,8 +360,8 @@ def test_grad_is_finite_for_huge_potentials_ties_and_inf_padding(precision, scal
         split = np.where(in_tree & internal, rng.integers(-1, 2, in_tree.shape) * scale, -np.inf)
         leaf, split = jnp.asarray(leaf, precision), jnp.asarray(split, precision)
         coef = jnp.asarray(rng.normal(size=in_tree.shape), precision)
-        grads = jax.grad(_weighted_mass, argnums=(0, 1))(leaf, split, internal, coef)
-        grads += jax.grad(log_partition, argnums=(0, 2))(leaf, internal, split)
+        grads = _grad_weighted_mass(leaf, split, internal, coef)
+        grads += _grad_log_partition_both(leaf, internal, split)
         for g in grads:
             assert np.isfinite(np.asarray(g)).all()
             assert np.all(np.asarray(g)[~in_tree] == 0)
@@ -378,7 +382,7 @@ def test_grad_at_exact_tie_splits_evenly(precision):
 _grad_log_partition = jax.jit(jax.grad(log_partition))
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=12, deadline=None)
 @given(seed=st.integers(0, 2 ** 31 - 1), log_scale=st.sampled_from([0, 2, 4, 6]),
        integer=st.booleans(), with_split=st.booleans(), x64=st.booleans())
 def test_random_trees_and_huge_potentials(seed, log_scale, integer, with_split, x64):
@@ -390,18 +394,17 @@ def test_random_trees_and_huge_potentials(seed, log_scale, integer, with_split, 
     leaf = rng.integers(-3, 4, in_tree.shape) if integer else rng.uniform(-1, 1, in_tree.shape)
     split = rng.integers(-1, 2, in_tree.shape) if integer else rng.uniform(-1, 1, in_tree.shape)
     leaf = np.where(in_tree, leaf * scale, -np.inf)
-    split = np.where(in_tree & internal, split * scale, -np.inf) if with_split else None
+    # (no split potential: zeros, not None, so that hypothesis compiles one program per dtype)
+    split = np.where(in_tree & internal, split * scale * with_split, -np.inf)
     with jax.enable_x64(x64):
         dtype = jnp.zeros(0).dtype
-        args = (jnp.asarray(leaf, dtype), internal,
-                None if split is None else jnp.asarray(split, dtype))
+        args = (jnp.asarray(leaf, dtype), internal, jnp.asarray(split, dtype))
         log_w = np.asarray(subtree_log_weights(*args), np.float64)
         grad = np.asarray(_grad_log_partition(*args))
     assert np.isfinite(log_w[in_tree]).all() and np.all(log_w[~in_tree] == -np.inf)
     assert np.isfinite(grad).all()
     # rounding of log-space sums of size S costs about eps·S in every log weight
-    magnitude = np.abs(leaf[in_tree]).sum() + (0 if split is None else np.abs(
-        split[in_tree & internal]).sum())
+    magnitude = np.abs(leaf[in_tree]).sum() + np.abs(split[in_tree & internal]).sum()
     atol = 1e-9 + 32 * np.finfo(dtype).eps * max(magnitude, 1.0)
     w = np.exp(log_w)
     for path in leaf_paths(in_tree, internal):
