@@ -12,6 +12,8 @@ and scikit-learn-style estimators over it (:class:`PACBayesTreeClassifier`).
 """
 
 from jaxtree.build import dyadic_tree, kd_tree
+from jaxtree.cart import cart_tree
+from jaxtree.compact import CompactLayout
 from jaxtree.engine import (best_pruning, best_pruning_and_cost, log_partition,
                             subtree_log_weights, tree_membership)
 from jaxtree.estimators import NotFittedError, ObliqueTreeClassifier, PACBayesTreeClassifier

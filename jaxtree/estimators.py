@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import inspect
 import math
+from typing import Optional
 
 import jax.numpy as jnp
 import numpy as np
 
 from jaxtree import select
 from jaxtree.build import check_features, dyadic_tree, kd_tree
+from jaxtree.cart import cart_tree
 from jaxtree.oblique import margin_bound, node_margins, oblique_tree
 from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_potentials,
                               pacbayes_theory_potentials, vote)
@@ -29,7 +31,13 @@ except ImportError:  # pragma: no cover - scikit-learn is an optional dependency
     class NotFittedError(ValueError, AttributeError):
         """Raised when an estimator is used before ``fit``."""
 
-PARTITIONS = {"kd": kd_tree, "dyadic": dyadic_tree}
+
+def _cart(X, max_depth, min_split=2, y=None, split="cycle", layout="auto"):
+    """:func:`jaxtree.cart_tree` behind the builders' signature (``split`` does not apply)."""
+    return cart_tree(X, y, max_depth=max_depth, min_split=min_split, layout=layout)
+
+
+PARTITIONS = {"kd": kd_tree, "dyadic": dyadic_tree, "cart": _cart}
 
 
 class ParamsMixin:
@@ -148,7 +156,9 @@ class TreeClassifierBase(ParamsMixin):
         depth = self.max_depth if self.max_depth is not None else default_depth(
             self.partition, *X.shape)
         builder = PARTITIONS[self.partition]
-        return builder(X, max_depth=int(depth), min_split=self.min_split, y=y, split=self.split)
+        return builder(X, max_depth=None if depth is None else int(depth),
+                       min_split=self.min_split, y=y, split=self.split,
+                       layout=getattr(self, "layout", "auto"))
 
     def _check_predict_input(self, X):
         if not hasattr(self, "tree_"):
@@ -165,12 +175,15 @@ class TreeClassifierBase(ParamsMixin):
         return X
 
 
-def default_depth(partition: str, n: int, dims: int) -> int:
+def default_depth(partition: str, n: int, dims: int) -> Optional[int]:
     """Default ``max_depth``: ``ceil(log2 n)`` for KD trees (about one point per leaf); for dyadic
-    trees the paper's ``floor(ln n)·D`` capped at 16 levels (what the complete layout holds
-    comfortably)."""
+    trees the paper's rule ``floor(ln n)·D`` (every coordinate halved ``floor(ln n)`` times; 456
+    levels on spam, held by the compact layout; purity and ``min_split`` stop most branches far
+    earlier); None (grow to purity) for CART trees."""
     if partition == "dyadic":
-        return min(int(math.floor(math.log(n))) * dims, 16)
+        return int(math.floor(math.log(n))) * dims
+    if partition == "cart":
+        return None
     return max(1, int(math.ceil(math.log2(n))))
 
 
@@ -178,10 +191,14 @@ class PACBayesTreeClassifier(TreeClassifierBase):
     """PAC-Bayes tree (Nguyen & Kpotufe 2018): the posterior-weighted vote over every pruning of T0.
 
     Args:
-      partition: ``"kd"`` or ``"dyadic"`` T0 (SPEC §1).
+      partition: ``"kd"`` or ``"dyadic"`` T0 (SPEC §1), or ``"cart"`` (a label-aware T0: greedy
+        Gini splits grown to purity, :func:`jaxtree.cart_tree`).
       max_depth: depth of T0; None for :func:`default_depth`.
       min_split: nodes with fewer training points are not split.
-      split: ``"cycle"`` (coordinate ``depth mod D``) or ``"spread"`` (widest spread).
+      split: ``"cycle"`` (coordinate ``depth mod D``) or ``"spread"`` (widest spread); KD and
+        dyadic trees only.
+      layout: ``"auto"`` (the layout that takes less memory), ``"complete"`` (heap) or
+        ``"compact"`` (levels padded to the widest; for trees hundreds of levels deep).
       lam1, lam2: λ1 (weight of training errors) and λ2 (weight of the concentration term);
         None (default): selected by ``tune``.
       potentials: ``"practical"`` (SPEC §2) or ``"theory"`` (Theorem 1; uses ``lam1`` as λ and
@@ -206,11 +223,12 @@ class PACBayesTreeClassifier(TreeClassifierBase):
 
     def __init__(self, partition="kd", max_depth=None, min_split=2, split="cycle", lam1=None,
                  lam2=None, potentials="practical", delta=0.05, tune="auto", cv=2,
-                 random_state=0):
+                 random_state=0, layout="auto"):
         self.partition = partition
         self.max_depth = max_depth
         self.min_split = min_split
         self.split = split
+        self.layout = layout
         self.lam1 = lam1
         self.lam2 = lam2
         self.potentials = potentials
