@@ -7,6 +7,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.engine import log_partition, subtree_log_weights, tree_membership
@@ -163,3 +165,25 @@ def test_gradient_in_the_lambdas_is_finite_and_right():
             numeric = (loss(theta + e) - loss(theta - e)) / 2e-6
             assert float(grad_loss(theta)[k]) == pytest.approx(float(numeric), rel=1e-4,
                                                                 abs=1e-7)
+
+
+@settings(max_examples=10, deadline=None)
+@given(seed=st.integers(0, 2 ** 31 - 1), classes=st.integers(1, 3), distinct=st.integers(1, 4),
+       log_lam=st.sampled_from([-3, 0, 3, 6]), kind=st.sampled_from(["kd", "dyadic"]))
+def test_pipeline_properties(seed, classes, distinct, log_lam, kind):
+    """Duplicate points, one class, empty cells, |φ| up to ~1e6·n: the scores are finite,
+    non-negative and sum to 1; with a single class every point gets that class."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, distinct, (24, 2)).astype(float)
+    y = rng.integers(0, classes, 24)
+    builder = kd_tree if kind == "kd" else dyadic_tree
+    with jax.enable_x64(True):
+        tree = builder(X, max_depth=3, y=y, layout="complete")
+        stats = node_stats(tree, X, jnp.asarray(y), 3)
+        log_w = pacbayes_log_weights(tree, stats, 10.0 ** log_lam, 10.0 ** log_lam)
+        X_test = X + rng.uniform(-1, 1, X.shape)
+        scores = np.asarray(vote(tree, stats.label, log_w, X_test, 3))
+    assert np.isfinite(scores).all() and (scores >= 0).all()
+    np.testing.assert_allclose(scores.sum(axis=1), 1.0, atol=1e-9)
+    if classes == 1:
+        np.testing.assert_allclose(scores[:, 0], 1.0)
