@@ -17,7 +17,7 @@ the same four methods.
 :class:`CompleteLayout` is the complete binary tree of static depth ``D0`` in heap order: node 0
 is the root, node ``i`` has children ``2i+1`` and ``2i+2``, level ``l`` holds nodes
 ``2**l - 1 … 2**(l+1) - 2``. Its passes are one array operation per level, unrolled under jit
-(the fastest form measured for depths up to ~20; see ``experiments/bench.py``).
+(faster than one fixed-width ``lax.scan`` for depths up to ~20; see ``experiments/bench.py``).
 """
 
 from __future__ import annotations
@@ -64,6 +64,10 @@ class CompleteLayout:
         return np.floor(np.log2(np.arange(self.num_nodes) + 1)).astype(np.int32)
 
     # -- the four primitives --------------------------------------------------------------------
+    # Each pass writes its levels into one buffer in place (``.at[level].set``), reading the level
+    # it depends on from that buffer: XLA then runs one small loop per level and never fuses a
+    # level into the next (which recomputes the levels above, O(D0 * nodes) work; NOTES pitfall
+    # 5). Measured in experiments/bench.py.
     def up(self, leaf: Array, split: Array, internal: Array,
            combine: Callable[[Array, Array], Array]) -> Array:
         """Bottom-up pass; all arguments ``[nodes]``; returns ``[nodes]``."""
@@ -72,32 +76,38 @@ class CompleteLayout:
         values[-1] = leaf_l[-1]
         for level in reversed(range(self.depth)):
             children = values[level + 1].reshape(-1, 2)
-            through = split_l[level] + children[:, 0] + children[:, 1]
+            through = split_l[level] + (children[:, 0] + children[:, 1])
             values[level] = jnp.where(int_l[level], combine(leaf_l[level], through),
                                       leaf_l[level])
         return jnp.concatenate(values)
 
     def path_sum(self, edge: Array) -> Array:
-        """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes]``."""
+        """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes, ...]``."""
         edge_l = self._levels(edge)
         sums = [jnp.zeros_like(edge_l[0])]
         for level in range(self.depth):
-            sums.append(jnp.repeat(sums[level], 2, total_repeat_length=2 ** (level + 1))
-                        + edge_l[level + 1])
+            sums.append(edge_l[level + 1] + _twice(sums[level]))
         return jnp.concatenate(sums)
 
     def sibling(self, x: Array) -> Array:
         """``x`` at each node's sibling (the root is its own sibling); ``[nodes, ...]``."""
         pairs = x[1:].reshape(-1, 2, *x.shape[1:])
-        return jnp.concatenate([x[:1], pairs[:, ::-1].reshape(-1, *x.shape[1:])])
+        swapped = jnp.stack([pairs[:, 1], pairs[:, 0]], axis=1).reshape(-1, *x.shape[1:])
+        return jnp.concatenate([x[:1], swapped])
 
     def parent(self, x: Array) -> Array:
         """``x`` at each node's parent (the root maps to itself); ``[nodes, ...]``."""
-        return jnp.take(x, jnp.asarray(self.parent_index()), axis=0)
+        return jnp.concatenate([x[:1]] + [_twice(x_l) for x_l in self._levels(x)[:-1]])
 
     # -- helpers -----------------------------------------------------------------------------------
     def _levels(self, x: Array) -> list[Array]:
-        return [x[2 ** level - 1: 2 ** (level + 1) - 1] for level in range(self.num_levels)]
+        """``[nodes, ...]`` → one array per level (``jnp.split``: its transpose is a concatenate)."""
+        return jnp.split(x, [2 ** level - 1 for level in range(1, self.num_levels)])
+
+
+def _twice(x: Array) -> Array:
+    """``[m, ...]`` → ``[2m, ...]``: every row repeated twice (a level's values at its children)."""
+    return jnp.stack([x, x], axis=1).reshape(-1, *x.shape[1:])
 
 
 def complete_layout_for(num_nodes: int) -> CompleteLayout:
