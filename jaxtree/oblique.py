@@ -128,6 +128,7 @@ def twoing(left: Array, right: Array) -> Array:
     return _twoing(left, right, left.sum(-1) + right.sum(-1))
 
 
+@jax.jit
 def node_margins(tree: Tree, X: Array) -> Array:
     """``[nodes]``: at every internal node, the smallest distance of the points of ``X`` that reach
     it to its hyperplane (scaled units; ``inf`` where no point reaches it, 0 elsewhere)."""
@@ -203,6 +204,7 @@ def _grow(X, y, shift, inv_scale, max_depth, min_split, key, search, layout):
     Zt[:n, :dims], Zt[:n, dims] = Z, -1.0
     onehot = np.zeros((rows, num_classes), X.dtype)
     onehot[np.arange(n), y] = 1.0
+    Zt, onehot = jnp.asarray(Zt), jnp.asarray(onehot)
     node = np.zeros(n, np.int64)                   # each live point's node within the level
     points = np.arange(n)
     parent = np.array([-1])
@@ -221,7 +223,7 @@ def _grow(X, y, shift, inv_scale, max_depth, min_split, key, search, layout):
             live = splits[node]
             segment[points[live]] = rank[node[live]]
             hyper = np.asarray(_split_level(
-                jnp.asarray(Zt), jnp.asarray(onehot), jnp.asarray(segment),
+                Zt, onehot, jnp.asarray(segment),
                 jax.random.fold_in(key, depth), search["tau"], search["C"], width,
                 search["n_cycles"], search["n_jumps"], search["n_restarts"]))
             hyper = hyper[rank[splits]]
@@ -235,16 +237,24 @@ def _grow(X, y, shift, inv_scale, max_depth, min_split, key, search, layout):
         if not splits.any():
             break
         live = splits[node]
-        side = jnp.einsum("nd,nd->n", jnp.asarray(Z[points[live]]),
-                          jnp.asarray(coef[node[live]])) >= jnp.asarray(threshold[node[live]])
-        node = 2 * rank[node[live]] + np.asarray(side)
         points = points[live]
+        point_coef = np.zeros((rows, dims), X.dtype)        # fixed shapes: one compile
+        point_threshold = np.zeros(rows, X.dtype)
+        point_coef[points], point_threshold[points] = coef[node[live]], threshold[node[live]]
+        side = np.asarray(_goes_right(Zt, point_coef, point_threshold))[points]
+        node = 2 * rank[node[live]] + side
         parent = np.repeat(np.flatnonzero(splits), 2)
     if layout == "complete":  # empty levels down to max_depth: one shape per max_depth
         empty = np.zeros(0, np.int64)
         levels += [GrownLevel(empty, empty.astype(bool), empty, empty.astype(X.dtype))
                    for _ in range(max_depth + 1 - len(levels))]
     return levels, coefs
+
+
+@jax.jit
+def _goes_right(Zt, coef, threshold):
+    """``[n]`` bool: ``coef_i·z_i >= threshold_i`` (the routing rule of :func:`jaxtree.route`)."""
+    return jnp.einsum("nd,nd->n", Zt[:, :coef.shape[1]], coef) >= threshold
 
 
 def _pow2(k):

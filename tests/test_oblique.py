@@ -1,7 +1,8 @@
 """Perceptron decision trees: twoing, OC1's line search, FAT, MOC goodness, the margin bound.
 
 Every tree here has the same shapes (200 points, 3 features, depth 3, one restart/jump/pass), so
-the split search compiles once per precision.
+the split search compiles once per precision. Tests that grow trees run float64 only with -m slow
+(they are compile-bound; the numeric kernels are checked in both precisions).
 """
 
 import math
@@ -18,6 +19,14 @@ from jaxtree.layout import CompleteLayout
 from jaxtree.tree import Tree, route, scale_points
 
 SEARCH = dict(max_depth=3, n_restarts=1, n_jumps=1, n_cycles=1)
+
+
+@pytest.fixture(params=[False, pytest.param(True, marks=pytest.mark.slow)],
+                ids=["float32", "float64"])
+def grow_precision(request):
+    """Like ``precision``, for tests that grow trees (compile-bound): float64 only with -m slow."""
+    with jax.enable_x64(request.param):
+        yield jnp.zeros(0).dtype
 
 
 def separable(seed=0, n=200, gap=0.15):
@@ -103,7 +112,7 @@ def test_oblique_route_tie_rule(precision):
     np.testing.assert_array_equal(jaxtree.leaf_of(tree, X), [2, 1, 2])
 
 
-def test_oc1_separates_linearly_separable_data_at_the_root(precision):
+def test_oc1_separates_linearly_separable_data_at_the_root(grow_precision):
     X, y = separable()
     tree = jaxtree.oblique_tree(X, y, method="oc1", **SEARCH)
     path, _ = route(tree, X)
@@ -118,7 +127,7 @@ def test_oc1_separates_linearly_separable_data_at_the_root(precision):
             assert 0 < ((feature > t) != (y == 1)).sum() < len(y)
 
 
-def test_fat_enlarges_every_margin_and_keeps_the_partition(precision):
+def test_fat_enlarges_every_margin_and_keeps_the_partition(grow_precision):
     X, y = xor_blobs()
     tree = jaxtree.oblique_tree(X, y, method="oc1", **SEARCH)
     wide = jaxtree.fat(tree, X)
@@ -133,7 +142,7 @@ def test_fat_enlarges_every_margin_and_keeps_the_partition(precision):
         np.asarray(jaxtree.node_margins(wide, X))[list(after)], list(after.values()), rtol=1e-4)
 
 
-def test_fat_margin_is_the_hard_margin_svm(precision):
+def test_fat_margin_is_the_hard_margin_svm(grow_precision):
     """At the root of a separable problem FAT reaches the margin of a hard-margin SVM."""
     svm = pytest.importorskip("sklearn.svm")
     X, y = separable(seed=2)
@@ -174,7 +183,7 @@ def test_margin_bound_against_the_formula():
     assert jaxtree.margin_bound([0.5, 0.0], radius, m, delta) == math.inf
 
 
-def test_estimator_margins_and_bound(precision):
+def test_estimator_margins_and_bound(grow_precision):
     X, y = xor_blobs()
     model = jaxtree.ObliqueTreeClassifier(method="fat", **SEARCH).fit(X, y + 5)
     margins = brute_margins(model.tree_, X)
@@ -190,7 +199,7 @@ def test_estimator_margins_and_bound(precision):
     assert set(model.predict(X)) <= {5, 6}
 
 
-def test_pacbayes_vote_and_pruning_on_an_oblique_tree(precision):
+def test_pacbayes_vote_and_pruning_on_an_oblique_tree(grow_precision):
     X, y = xor_blobs()
     tree = jaxtree.oblique_tree(X, y, method="moc2", **SEARCH)
     stats = jaxtree.node_stats(tree, X, jnp.asarray(y), 2)
