@@ -251,8 +251,8 @@ def _check_complete_fits(depth):
     needed = (2 ** (depth + 1) - 1) * _BYTES_PER_SLOT
     if needed > MAX_LAYOUT_BYTES:
         raise ValueError(
-            f"a tree of depth {depth} needs {2 ** (depth + 1) - 1:,} slots in the complete "
-            f"layout (~{needed / 2 ** 30:.1f} GiB with its statistics), over the limit "
+            f"a tree of depth {depth} needs 2**{depth + 1} - 1 slots in the complete "
+            f"layout (~{needed / 2 ** 30:.3g} GiB with its statistics), over the limit "
             f"jaxtree.build.MAX_LAYOUT_BYTES = {MAX_LAYOUT_BYTES / 2 ** 30:.0f} GiB; "
             "lower max_depth, raise min_split, or use a layout that stores only the nodes that "
             "exist (layout='compact')")
