@@ -199,10 +199,10 @@ def test_empty_children_exist(precision):
     np.testing.assert_array_equal(np.asarray(leaf_of(tree, same)), 3)
 
 
-@settings(max_examples=15, deadline=None)
+@settings(max_examples=10, deadline=None)
 @given(seed=st.integers(0, 2 ** 31 - 1), n=st.integers(2, 40),
-       kind=st.sampled_from(["kd", "dyadic"]), split=st.sampled_from(["cycle", "spread"]), classes=st.integers(1, 3),
-       distinct=st.integers(1, 5))
+       kind=st.sampled_from(["kd", "dyadic"]), split=st.sampled_from(["cycle", "spread"]),
+       classes=st.integers(1, 3), distinct=st.integers(1, 5))
 def test_random_data_matches_reference(seed, n, kind, split, classes, distinct):
     """Few distinct values (duplicates, ties, constant features), one class or several."""
     rng = np.random.default_rng(seed)
