@@ -26,10 +26,15 @@ from jaxtree.engine import best_pruning, subtree_log_weights
 from jaxtree.stats import node_stats
 
 try:  # use scikit-learn's exception when it is installed, so `except NotFittedError` matches
+    from sklearn.base import BaseEstimator, ClassifierMixin
     from sklearn.exceptions import NotFittedError
+    # scikit-learn >= 1.6 asks every estimator for __sklearn_tags__ (cross_val_score,
+    # GridSearchCV, pipelines): these bases provide them; ParamsMixin's methods take precedence.
+    _SKLEARN_BASES = (ClassifierMixin, BaseEstimator)
 except ImportError:  # pragma: no cover - scikit-learn is an optional dependency
     class NotFittedError(ValueError, AttributeError):
         """Raised when an estimator is used before ``fit``."""
+    _SKLEARN_BASES = ()
 
 
 def _cart(X, max_depth, min_split=2, y=None, split="cycle", layout="auto"):
@@ -65,7 +70,7 @@ class ParamsMixin:
         return f"{type(self).__name__}({args})"
 
 
-class TreeClassifierBase(ParamsMixin):
+class TreeClassifierBase(ParamsMixin, *_SKLEARN_BASES):
     """Shared shell: input checks, label encoding, T0 and its statistics.
 
     Subclasses implement ``_fit_tree(stats, X, y)`` (after ``tree_`` exists) and

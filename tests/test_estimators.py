@@ -2,8 +2,11 @@
 
 import numpy as np
 import pytest
-from sklearn.base import clone
+from sklearn.base import clone, is_classifier
 from sklearn.exceptions import NotFittedError as SklearnNotFittedError
+from sklearn.model_selection import GridSearchCV, cross_val_score
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 
 from jaxtree import NotFittedError, PACBayesTreeClassifier
 
@@ -34,6 +37,25 @@ def test_clone_and_params_round_trip():
     refit = clone(est)
     assert not hasattr(refit, "tree_")         # clone returns an unfitted copy
     assert "PACBayesTreeClassifier(" in repr(est)
+
+
+def test_model_selection_and_pipelines_accept_it():
+    """scikit-learn >= 1.6 needs ``__sklearn_tags__`` for these (cross_val_score, GridSearchCV)."""
+    X, y = data(5)
+    assert is_classifier(model())
+    scores = cross_val_score(model(), X, y, cv=2)
+    assert scores.shape == (2,) and (scores > 0.5).all()
+    search = GridSearchCV(model(), {"lam1": [0.5, 2.0]}, cv=2).fit(X, y)
+    assert search.best_params_["lam1"] in (0.5, 2.0)
+    pipe = make_pipeline(StandardScaler(), model()).fit(X, y)
+    assert pipe.score(X, y) > 0.7
+
+
+def test_a_single_class_is_predicted_everywhere():
+    X, _ = data(6)
+    est = model().fit(X, np.full(len(X), "only"))
+    np.testing.assert_array_equal(est.predict(X[:5]), ["only"] * 5)
+    np.testing.assert_allclose(est.predict_proba(X[:5]), np.ones((5, 1)), rtol=1e-6)
 
 
 def test_set_params_rejects_unknown_names():
