@@ -8,7 +8,10 @@ from sklearn.model_selection import GridSearchCV, cross_val_score
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from jaxtree import NotFittedError, PACBayesTreeClassifier
+import jax.numpy as jnp
+
+from jaxtree import (NotFittedError, PACBayesTreeClassifier, kd_tree, node_stats,
+                     pacbayes_potentials, pacbayes_theory_potentials, subtree_log_weights, vote)
 
 
 def model(**params):
@@ -56,6 +59,20 @@ def test_a_single_class_is_predicted_everywhere():
     est = model().fit(X, np.full(len(X), "only"))
     np.testing.assert_array_equal(est.predict(X[:5]), ["only"] * 5)
     np.testing.assert_allclose(est.predict_proba(X[:5]), np.ones((5, 1)), rtol=1e-6)
+
+
+@pytest.mark.parametrize("potentials", ["practical", "theory"])
+def test_estimator_equals_the_functional_path(potentials):
+    """The shell adds no math: build → stats → potentials → weights → vote gives its scores."""
+    X, y = data(7)
+    est = model(lam1=2.0, lam2=0.5, min_split=3, potentials=potentials).fit(X, y)
+    tree = kd_tree(X, max_depth=3, min_split=3, y=y, layout="complete")
+    stats = node_stats(tree, X, jnp.asarray(y), 3)
+    phi = (pacbayes_potentials(stats, 2.0, 0.5) if potentials == "practical"
+           else pacbayes_theory_potentials(tree, stats, 2.0, 0.05))
+    log_w = subtree_log_weights(phi, tree.internal, layout=tree.layout)
+    np.testing.assert_allclose(est.predict_proba(X), np.asarray(vote(tree, stats.label, log_w,
+                                                                     X, 3)), atol=1e-6)
 
 
 def test_set_params_rejects_unknown_names():
