@@ -35,7 +35,7 @@ Array = jax.Array
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=["child_pos", "parent_pos"],
                    meta_fields=["depth", "width"])
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)  # holds arrays: compare and hash by identity
 class CompactLayout:
     """Every level padded to ``width`` (W, even) slots; ``(depth + 1) * W`` slots, level-major.
 
