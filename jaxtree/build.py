@@ -188,15 +188,32 @@ def level_slots(levels: list[GrownLevel], layout) -> list[np.ndarray]:
 
 # ---------------------------------------------------------------------------------------------
 def _median_thresholds(value, node, cells, feature, m):
-    """Median of each node's values (mean of the two middle ones for an even count)."""
+    """Median of each node's values (mean of the two middle ones for an even count).
+
+    Tie rule: ``<= median`` goes left, except when the median is also the node's largest value
+    (more than half the points share it), which would send every point left; the threshold is
+    then the midpoint between the largest value below the median and the median, so the tied
+    values go right. A node whose values are all equal keeps the median (its right child is empty).
+    """
+    if not len(value):
+        return np.zeros(m, value.dtype)
     order = np.lexsort((value, node))
-    sorted_values = value[order]
+    sorted_values, sorted_nodes = value[order], node[order]
     count = np.bincount(node, minlength=m)
     start = np.concatenate([[0], np.cumsum(count)[:-1]])
-    safe = np.maximum(count, 1)
-    low = sorted_values[np.minimum(start + (safe - 1) // 2, len(value) - 1)] if len(value) else 0
-    high = sorted_values[np.minimum(start + safe // 2, len(value) - 1)] if len(value) else 0
-    return np.where(count > 0, (low + high) / 2, 0)
+    last = np.minimum(start + np.maximum(count, 1) - 1, len(value) - 1)
+    low = sorted_values[np.minimum(start + (np.maximum(count, 1) - 1) // 2, len(value) - 1)]
+    high = sorted_values[np.minimum(start + np.maximum(count, 1) // 2, len(value) - 1)]
+    median = (low + high) / 2
+    # first position of each node's largest value, and the value just before it (if in the node)
+    ranks = np.unique(sorted_values, return_inverse=True)[1]
+    key = sorted_nodes * (ranks.max() + 2) + ranks
+    first_of_max = np.searchsorted(key, np.arange(m) * (ranks.max() + 2) + ranks[last])
+    below = sorted_values[np.maximum(first_of_max - 1, 0)]
+    has_below = first_of_max > start
+    degenerate = (median >= sorted_values[last]) & has_below
+    threshold = np.where(degenerate, (below + sorted_values[last]) / 2, median)
+    return np.where(count > 0, threshold, 0)
 
 
 def _midpoint_thresholds(value, node, cells, feature, m):

@@ -28,7 +28,10 @@ def reference_tree(Z, y, kind, max_depth, min_split, split):
         else:  # widest spread of the node's points, first coordinate on ties
             f = int(np.argmax(Z[idx].max(axis=0) - Z[idx].min(axis=0)))
         if kind == "kd":
-            t = np.median(Z[idx, f])
+            v = Z[idx, f]
+            t = np.median(v)
+            if t >= v.max() and (v < v.max()).any():  # median is the max: tied max values go right
+                t = (v[v < v.max()].max() + v.max()) / 2
         else:
             t = (lo[f] + hi[f]) / 2
         t = Z.dtype.type(t)
@@ -192,7 +195,7 @@ def test_empty_children_exist(precision):
     nodes, _ = reference_tree(scaled(tree, X), None, "dyadic", 3, 2, "cycle")
     empty = [slot for slot, (_, _, _, idx) in nodes.items() if len(idx) == 0]
     assert empty and not np.asarray(tree.internal)[empty].any()
-    # identical points: the median split sends everything left and leaves the right child empty
+    # identical points: no threshold separates them, so the right child is empty
     same = np.ones((6, 2))
     tree = kd_tree(same, max_depth=2, layout="complete")
     np.testing.assert_array_equal(np.asarray(tree.internal)[:3], [True, True, False])
@@ -242,3 +245,12 @@ def test_complete_layout_too_deep_names_the_limit_and_the_alternative():
     with pytest.raises(ValueError, match="MAX_LAYOUT_BYTES") as error:
         kd_tree(X, max_depth=40, y=y, layout="complete")
     assert "compact" in str(error.value) and "max_depth" in str(error.value)
+
+
+def test_kd_median_that_is_the_maximum_sends_tied_values_right(precision):
+    """Most points share the largest value: '<= median' would send all of them left; the split
+    instead separates the smaller values from the tied maximum (both children non-empty)."""
+    X = np.array([[0.0], [1.0], [5.0], [5.0], [5.0], [5.0]])
+    tree = kd_tree(X, max_depth=1)
+    leaves = np.asarray(leaf_of(tree, X))
+    assert leaves.tolist() == [1, 1, 2, 2, 2, 2]
