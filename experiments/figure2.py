@@ -4,12 +4,12 @@
     python -m experiments.figure2 --quick          # three sizes, reduced grid, 1000 test points
     python -m experiments.figure2 --datasets digit --runs 3
 
-For every dataset, partition (dyadic, KD) and training size n (250, 500, 1000, … doubling, and the
-paper's size), the Table 2 protocol (:mod:`experiments.table2`: 2000 test points, T0 with the
+For every dataset, partition (dyadic, KD) and training size n (250, 1000, 4000, … and the paper's
+size; ``--factor 2`` for doubling sizes), the Table 2 protocol (:mod:`experiments.table2`: 2000 test points, T0 with the
 paper's rules on the n training points, every parameter by 2-fold CV on the paper's grids) gives
 each method's test error. Writes ``experiments/results/figure2.png`` (one panel per dataset and
 partition; mean over the runs, with a band of ± one std when there are several) and
-``figure2.csv`` (every run).
+``figure2.csv`` (every run) and ``figure2.json`` (command, date, runtime, configuration).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import json
 import pathlib
 import sys
 import time
@@ -32,11 +33,11 @@ STYLE = {"c1": ("C1 pruning", "tab:gray", "s", "--"), "sn": ("SN pruning", "tab:
          "pacbayes": ("PAC-Bayes tree", "tab:red", "o", "-")}
 
 
-def training_sizes(name: str, smallest: int = 250) -> list[int]:
-    """``smallest``, doubling, up to the experiments' training size of ``name`` (included; a
-    doubling within 25 % of it is left out)."""
+def training_sizes(name: str, smallest: int = 250, factor: int = 4) -> list[int]:
+    """``smallest`` times powers of ``factor``, up to the experiments' training size of ``name``
+    (included; a size within 25 % of it is left out)."""
     top = datasets.train_size(name)
-    sizes = [smallest * 2 ** k for k in range(20) if smallest * 2 ** k * 1.25 < top]
+    sizes = [smallest * factor ** k for k in range(20) if smallest * factor ** k * 1.25 < top]
     return sizes + [top]
 
 
@@ -65,6 +66,18 @@ def write_csv(records: list[dict], path: pathlib.Path):
         writer = csv.DictWriter(f, fieldnames=fields, extrasaction="ignore")
         writer.writeheader()
         writer.writerows(records)
+
+
+def read_csv(path: pathlib.Path) -> list[dict]:
+    """Records written by :func:`write_csv` (numbers parsed back)."""
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    for r in rows:
+        for key in ("n_train", "run", "seed", "depth", "width"):
+            r[key] = int(r[key])
+        for key in ("test_error", "cv_error"):
+            r[key] = float(r[key])
+    return rows
 
 
 def plot(records: list[dict], names, partitions, path: pathlib.Path, note: str = ""):
@@ -125,8 +138,11 @@ def main(argv=None):
     parser.add_argument("--datasets", nargs="+", default=list(MULTICLASS),
                         choices=list(datasets.DATASETS))
     parser.add_argument("--runs", type=int, default=1, help="random splits per size")
+    parser.add_argument("--factor", type=int, default=4, help="ratio of successive sizes")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--split", default="cycle", choices=["cycle", "spread"])
+    parser.add_argument("--replot", action="store_true",
+                        help="redraw the PNG from the CSV and JSON of an earlier run")
     parser.add_argument("--out", default=None,
                         help="file stem in experiments/results (default figure2, quick: "
                              "figure2_quick)")
@@ -138,21 +154,29 @@ def main(argv=None):
         def sizes_of(name):
             return [n for n in (250, 1000, 4000) if n <= datasets.train_size(name)]
     else:
-        sizes_of = training_sizes
-    start = time.perf_counter()
-    records = run_curves(args.datasets, args.runs, config, sizes_of)
-    seconds = time.perf_counter() - start
-    table2.RESULTS.mkdir(parents=True, exist_ok=True)
+        def sizes_of(name):
+            return training_sizes(name, factor=args.factor)
     stem = args.out or ("figure2_quick" if args.quick else "figure2") + (
         "_spread" if args.split == "spread" else "")
-    write_csv(records, table2.RESULTS / f"{stem}.csv")
+    base = table2.RESULTS / stem
+    if args.replot:
+        records, meta = read_csv(base.with_suffix(".csv")), json.loads(
+            base.with_suffix(".json").read_text())
+    else:
+        commit = table2.git_state()
+        start = time.perf_counter()
+        records = run_curves(args.datasets, args.runs, config, sizes_of)
+        seconds = time.perf_counter() - start
+        table2.RESULTS.mkdir(parents=True, exist_ok=True)
+        write_csv(records, base.with_suffix(".csv"))
+        command = "python -m experiments.figure2 " + " ".join(
+            argv if argv is not None else sys.argv[1:])
+        meta = table2.run_metadata(config, command.strip(), seconds, commit)
+        base.with_suffix(".json").write_text(json.dumps(meta, indent=1))
     rule = "cycled coordinates" if args.split == "cycle" else "widest-spread coordinate"
     note = (f"{config.test_size} test points, {args.runs} run(s) per size, parameters by "
             f"2-fold CV on the paper's grids ({len(config.base_grid)} + {config.linear_size} "
-            f"values), T0 split on {rule}")
-    plot(records, args.datasets, config.partitions, table2.RESULTS / f"{stem}.png", note)
-    print(f"wrote {table2.RESULTS / stem}.png and .csv in {seconds / 60:.1f} min")
-
-
-if __name__ == "__main__":
-    main()
+            f"values), T0 split on {rule}. {meta['command']}, {meta['date_utc']}, "
+            f"{meta['runtime_seconds'] / 60:.0f} min")
+    plot(records, args.datasets, config.partitions, base.with_suffix(".png"), note)
+    print(f"wrote {base}.png, .csv and .json")

@@ -248,8 +248,10 @@ def run_split(name: str, X, y, partition: str, methods, config: Config, run: int
     return records
 
 
-def run_experiment(config: Config, show_progress: bool = True) -> list[dict]:
-    """All datasets × runs × partitions × methods of ``config``; a list of records."""
+def run_experiment(config: Config, show_progress: bool = True,
+                   on_dataset: Optional[Callable] = None) -> list[dict]:
+    """All datasets × runs × partitions × methods of ``config``; a list of records.
+    ``on_dataset(records_so_far)`` is called after each dataset (to save partial results)."""
     if "c1" not in config.methods:
         raise ValueError("C1 is the baseline of every ratio: keep it in the methods")
     data = {name: datasets.load(name) for name in config.datasets}
@@ -266,6 +268,8 @@ def run_experiment(config: Config, show_progress: bool = True) -> list[dict]:
                     bar.set_description(f"{name} run {run} {partition}")
                     records += run_split(name, X, y, partition, config.methods, config, run,
                                          progress=lambda key: bar.update(1))
+            if on_dataset is not None:
+                on_dataset(records)
     return records
 
 
@@ -331,12 +335,12 @@ def markdown_table(records: list[dict], config: Config) -> str:
 
 
 def write_results(records: list[dict], config: Config, stem: str, command: str,
-                  seconds: float, out_dir=RESULTS) -> pathlib.Path:
+                  seconds: float, out_dir=RESULTS, commit: str = "") -> pathlib.Path:
     """Write ``<stem>.md`` (tables and how they were made), ``<stem>.csv`` and ``<stem>.json``
     (every run) into ``out_dir``; returns the Markdown path."""
     out_dir = pathlib.Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    meta = run_metadata(config, command, seconds)
+    meta = run_metadata(config, command, seconds, commit)
     (out_dir / f"{stem}.json").write_text(json.dumps({"meta": meta, "runs": records}, indent=1))
     fields = [k for k in records[0] if k != "params"] + ["params"] if records else []
     with open(out_dir / f"{stem}.csv", "w", newline="") as f:
@@ -344,17 +348,30 @@ def write_results(records: list[dict], config: Config, stem: str, command: str,
         writer.writeheader()
         for r in records:
             writer.writerow({**r, "params": json.dumps(r["params"])})
+    done = [name for name in config.datasets if any(r["dataset"] == name for r in records)]
+    partial = "" if len(done) == len(config.datasets) else (
+        f"\n**Partial results** (run interrupted or in progress): finished "
+        f"{', '.join(done)} of {', '.join(config.datasets)}.\n")
     md = out_dir / f"{stem}.md"
-    md.write_text(header_text(meta) + "\n" + markdown_table(records, config))
+    md.write_text(header_text(meta) + partial + "\n" + markdown_table(records, config))
     return md
 
 
-def run_metadata(config: Config, command: str, seconds: float) -> dict:
+def git_state() -> str:
+    """The commit of the code that runs, with a warning when ``jaxtree/`` or ``experiments/``
+    have uncommitted changes (empty outside a git checkout)."""
+    root = pathlib.Path(__file__).parent.parent
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                                text=True, cwd=pathlib.Path(__file__).parent).stdout.strip()
+                                text=True, cwd=root).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "jaxtree", "experiments"],
+                               capture_output=True, text=True, cwd=root).stdout.strip()
     except OSError:
-        commit = ""
+        return ""
+    return commit + (" (with uncommitted changes)" if commit and dirty else "")
+
+
+def run_metadata(config: Config, command: str, seconds: float, commit: str = "") -> dict:
     return {"command": command, "date_utc": datetime.datetime.now(datetime.timezone.utc)
             .strftime("%Y-%m-%d %H:%M UTC"), "runtime_seconds": round(seconds, 1),
             "git_commit": commit, "jax": jax.__version__, "device": str(jax.devices()[0]),
@@ -406,12 +423,18 @@ def main(argv=None):
                   **{k: v for k, v in options.items() if v is not None})
     command = "python -m experiments.table2 " + " ".join(argv if argv is not None
                                                          else sys.argv[1:])
-    start = time.perf_counter()
-    records = run_experiment(config)
-    seconds = time.perf_counter() - start
+    commit = git_state()          # of the code that runs, taken before it runs
     stem = args.out or ("table2" + ("_quick" if args.quick else "")
                         + ("_spread" if args.split == "spread" else ""))
-    path = write_results(records, config, stem, command.strip(), seconds)
+    start = time.perf_counter()
+
+    def save(records):            # after each dataset, so that an interrupted run leaves a table
+        write_results(records, config, stem, command.strip(), time.perf_counter() - start,
+                      commit=commit)
+
+    records = run_experiment(config, on_dataset=save)
+    seconds = time.perf_counter() - start
+    path = write_results(records, config, stem, command.strip(), seconds, commit=commit)
     print(markdown_table(records, config))
     print(f"wrote {path} (+ .csv, .json) in {seconds / 60:.1f} min")
 

@@ -39,6 +39,10 @@ def test_tiny_end_to_end_run_writes_the_table(tmp_path):
     saved = json.loads((tmp_path / "t2.json").read_text())
     assert saved["meta"]["config"]["max_train"] == 120 and len(saved["runs"]) == len(records)
     assert len((tmp_path / "t2.csv").read_text().splitlines()) == len(records) + 1
+    assert "Partial" not in text
+    unfinished = dataclasses.replace(config, datasets=("eeg", "wine"))
+    text = table2.write_results(records, unfinished, "t3", "pytest", 1.0, tmp_path).read_text()
+    assert "**Partial results** (run interrupted or in progress): finished eeg of eeg, wine" in text
 
 
 @pytest.mark.slow
