@@ -15,6 +15,10 @@ All per-node arrays are flat ``[nodes]`` in the tree's layout (:mod:`jaxtree.lay
 Nodes that are not in T0 (descendants of a T0-leaf: padding) get ``-inf`` weight / ``False``.
 Both functions are pure, jit-, vmap- and grad-compatible. Padding potentials are replaced by 0
 before any arithmetic, so ``-inf`` (or NaN) in padding never reaches a gradient.
+
+Gradients of the weights come from a hand-written tangent rule (``custom_jvp``, built from the
+layout primitives only) that forward mode evaluates directly and reverse mode transposes: about
+3-5x the forward pass at D0=18, where differentiating the passes op by op cost 20-35x.
 """
 
 from __future__ import annotations
