@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import functools
 import pathlib
+import sys
 import time
 
 import jax.numpy as jnp
@@ -44,11 +45,11 @@ TUNED = {
     "PAC-Bayes": (select.pacbayes_votes, select.PACBAYES_DIRECTIONS),
 }
 HOLDOUT = {"REP": dict(method="rep"), "min-size CV": dict(method="min_size", selection="cv")}
-ORDER = ["C1", "SN", "KM", "optimistic", "REP", "min-size SRM", "min-size CV", "HS-vote",
-         "PAC-Bayes"]
+ORDER = ["unpruned", "C1", "SN", "KM", "optimistic", "REP", "min-size SRM", "min-size CV",
+         "HS-vote", "PAC-Bayes"]
 
 
-def run_one(name, partition, depth, seed):
+def run_one(name, partition, depth, seed, split):
     """Test errors, chosen parameters and seconds of every method on one split."""
     X, y = load(name)
     order = np.random.default_rng(seed).permutation(len(y))
@@ -56,7 +57,7 @@ def run_one(name, partition, depth, seed):
     Xtr, ytr, Xte, yte = X[train], y[train], X[test], y[test]
     num_classes = int(y.max()) + 1
     builder = jaxtree.kd_tree if partition == "kd" else jaxtree.dyadic_tree
-    tree = builder(Xtr, max_depth=depth, y=ytr, split="spread")
+    tree = builder(Xtr, max_depth=depth, y=ytr, split=split)
     stats = jaxtree.node_stats(tree, Xtr, jnp.asarray(ytr), num_classes)
     folds = select.prepare_folds(tree, Xtr, jnp.asarray(ytr), num_classes,
                                  select.fold_masks(len(ytr), 2, seed))
@@ -65,9 +66,14 @@ def run_one(name, partition, depth, seed):
     rows = {}
     for method in ORDER:
         start = time.perf_counter()
-        if method in HOLDOUT:
+        if method == "unpruned":  # T0 itself: its leaves' labels
+            leaves = jaxtree.tree_membership(tree.internal) & ~tree.internal
+            error, params = float(jnp.mean(jnp.argmax(select.point_scores(
+                prune.pruning_votes(leaves, stats), path, on_path, num_classes), axis=1)
+                != jnp.asarray(yte))), {}
+        elif method in HOLDOUT:
             model = jaxtree.PrunedTreeClassifier(partition=partition, max_depth=depth,
-                                                 split="spread", random_state=seed,
+                                                 split=split, random_state=seed,
                                                  **HOLDOUT[method]).fit(Xtr, ytr)
             error, params = 1 - model.score(Xte, yte), {}
         else:
@@ -87,21 +93,24 @@ def run_one(name, partition, depth, seed):
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    argv = list(sys.argv[1:] if argv is None else argv)
     parser.add_argument("--datasets", nargs="+", default=["spam", "digit"])
     parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--kd-depth", type=int, default=12)
     parser.add_argument("--dyadic-depth", type=int, default=14)
+    parser.add_argument("--split", default="spread", choices=["spread", "cycle"])
     parser.add_argument("--out", default=str(RESULTS / "baselines.md"))
     args = parser.parse_args(argv)
     lines = [
         "# Pruning and voting baselines (SPEC §3)",
         "",
-        f"`python -m experiments.baselines {' '.join(argv or [])}`".replace(" `", "`"),
+        f"`python -m experiments.baselines {' '.join(argv)}`".replace(" `", "`"),
         "",
         f"Test error (mean over {args.repeats} random split(s); 2000 test points, the paper's "
-        "training size), T0 with split='spread', KD depth "
+        f"training size), T0 with split='{args.split}', KD depth "
         f"{args.kd_depth}, dyadic depth {args.dyadic_depth}; parameters by 2-fold CV on T0 "
-        "(paper's log grid then linear grid). In brackets: ratio to C1. Last column block: "
+        "(paper's log grid then linear grid). In brackets: ratio to C1. Column unpruned: T0 itself "
+        "tree (no pruning can do much better than a poor T0). Second table: "
         "seconds per method (CV + fit + predict, first repeat, compilation included, machine "
         "shared with other jobs).",
         "",
@@ -114,7 +123,7 @@ def main(argv=None):
         for partition, depth in [("kd", args.kd_depth), ("dyadic", args.dyadic_depth)]:
             errors, first = {}, None
             for seed in range(args.repeats):
-                rows, depth_built = run_one(name, partition, depth, seed)
+                rows, depth_built = run_one(name, partition, depth, seed, args.split)
                 first = first or rows
                 for method, (error, _, _) in rows.items():
                     errors.setdefault(method, []).append(error)

@@ -34,7 +34,7 @@ LOSSES = ("log", "absolute")
 
 
 def hs_node_estimates(stats: NodeStats) -> Array:
-    """``[nodes]``: ``p_A = (N_{A,1} + ½) / (N_A + 1)`` (½ at empty nodes). Binary statistics only."""
+    """``[nodes]``: ``p_A = (N_{A,1} + ½) / (N_A + 1)`` (½ at empty nodes); binary statistics."""
     _check_binary(stats)
     return (stats.counts[:, 1] + 0.5) / (stats.total + 1.0)
 

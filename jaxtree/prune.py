@@ -5,9 +5,9 @@ Every method is node statistics → per-node costs → one pass over the levels 
 leaf mask ``[nodes]`` (True at the leaves of the chosen pruning):
 
 * **additive** methods are leaf costs for :func:`jaxtree.best_pruning` ((min, +) semiring):
-  C1 (:func:`c1_leaf_cost`), SN (:func:`sn_leaf_cost`) and reduced-error pruning (:func:`rep_pruning`:
-  bottom-up "replace the subtree by a leaf when the leaf's hold-out errors are ≤ the subtree's" is
-  exactly the (min, +) recursion on hold-out errors, ties to the leaf);
+  C1 (:func:`c1_leaf_cost`), SN (:func:`sn_leaf_cost`) and reduced-error pruning
+  (:func:`rep_pruning`: bottom-up "replace the subtree by a leaf when the leaf's hold-out errors
+  are ≤ the subtree's" is exactly the (min, +) recursion on hold-out errors, ties to the leaf);
 * **minimum errors per size** (:func:`min_error_per_size`) is a (min, +) knapsack: a per-level pass
   over arrays ``[level nodes, sizes]`` whose children are combined by a min-plus convolution,
   followed by a top-down back-tracking pass for the pruning of a chosen size;
@@ -17,16 +17,18 @@ leaf mask ``[nodes]`` (True at the leaves of the chosen pruning):
 
 The level passes here use only the static structure every layout provides (``node_depth()``,
 ``left_child()``; the right child is ``left_child + 1``), so they run on any layout. They cannot be
-written with ``layout.up`` alone: its values are one scalar per node, combined by addition, while the
-knapsack combines vectors by min-plus convolution and the local tests decide on a (errors, size)
-pair with per-node constants.
+written with ``layout.up`` alone: its values are one scalar per node, combined by addition, while
+the knapsack combines vectors by min-plus convolution and the local tests decide on a (errors,
+size) pair with per-node constants. The passes are unrolled over levels under ``jit``: fine for
+the complete layout (≤ ~20 levels); on a compact layout hundreds of levels deep they compile
+slowly (a ``lax.scan`` form would be the next step).
 
 All functions are pure and jittable; the penalties (``lam``, ``c``, ``delta``) may be traced, so a
 grid of penalties is one ``jax.vmap``::
 
     stats = jaxtree.node_stats(tree, X, y, L)
     masks = jax.vmap(lambda lam: jaxtree.best_pruning(
-        jaxtree.c1_leaf_cost(stats, lam), tree.internal, layout=tree.layout))(lams)   # [grid, nodes]
+        jaxtree.c1_leaf_cost(stats, lam), tree.internal, layout=tree.layout))(lams)  # [G, nodes]
 
 Sizes: the size of a pruning is its number of leaves that contain training points, ``|π(T, S)|``
 (as in C1); empty leaves are free. Ties always go to the smaller pruning (a node becomes a leaf).
@@ -55,7 +57,8 @@ RESAMPLE_SIZE = 5000
 # ---------------------------------------------------------------------------------------------
 # Additive methods: leaf costs for the engine's (min, +) pass
 def c1_leaf_cost(stats: NodeStats, lam) -> Array:
-    """C1 cost-complexity leaf cost (SPEC §3): ``n·(R̂(T) + λ|π(T,S)|/n) = Σ_leaves E_A + λ·1[N_A > 0]``.
+    """C1 cost-complexity leaf cost (SPEC §3):
+    ``n·(R̂(T) + λ|π(T,S)|/n) = Σ_leaves E_A + λ·1[N_A > 0]``.
 
     Args:
       stats: training statistics (``counts [nodes, L]``).
@@ -155,16 +158,16 @@ def _local_test_pruning(errors, nonempty, slack_const, slack_per_leaf, internal,
     return _leaves_of(stops, internal, layout)
 
 
-def km_slack(stats: NodeStats, node_depth: Array, c, delta=0.05, log_num_tests=None):
+def km_slack(stats: NodeStats, node_depth: Array, log_num_tests, c, delta=0.05):
     """Kearns–Mansour squared slack ``(m_v α_v)²`` as ``(const, per_leaf)`` ``[nodes]`` each:
     ``m_v α_v = c·sqrt(m_v·((ℓ_v + s_v)·log|H| + log(m_v/δ)))`` (SPEC §3).
 
     Args:
       stats: training statistics (m_v = N_v).
       node_depth: ``[nodes]`` ℓ_v.
+      log_num_tests: log|H| (:func:`log_num_tests_of`).
       c: the constant of α (the O(·) of Kearns & Mansour; tuned, default 1 in the estimator).
       delta: confidence δ (0.05 by default, the usual choice; the seed leaves it open).
-      log_num_tests: log|H| (:func:`log_num_tests_of`).
     """
     m = stats.total
     depth = node_depth.astype(m.dtype)
@@ -197,7 +200,7 @@ def km_pruning(tree: Tree, stats: NodeStats, c, delta=0.05, log_num_tests=None) 
     ``log_num_tests`` (log|H|) defaults to :func:`log_num_tests_of` of ``tree``."""
     if log_num_tests is None:
         log_num_tests = log_num_tests_of(tree)
-    const, per_leaf = km_slack(stats, tree.node_depth, c, delta, log_num_tests)
+    const, per_leaf = km_slack(stats, tree.node_depth, log_num_tests, c, delta)
     return local_test_pruning(stats.errors, stats.total > 0, const, per_leaf, tree.internal,
                               tree.layout)
 
@@ -348,7 +351,8 @@ def _min_plus_convolution(a, a2, b, b2, width):
 
 def pruning_of_size(table: SizeTable, size, internal: Array, layout=None) -> Array:
     """Leaf mask ``[nodes]`` of the pruning :func:`min_error_per_size` chose for ``size``
-    (a scalar, may be traced), by one top-down pass over the levels.
+    (a scalar, may be traced; it must have a pruning: ``table.errors[size]`` finite, else the
+    root alone is returned), by one top-down pass over the levels.
 
     A node is reached with a target size; it is a leaf of the pruning if its choice is -1, else its
     children are reached with targets ``choice`` and ``target - choice``.
@@ -387,7 +391,8 @@ def num_nonempty_leaves(stats: NodeStats, internal: Array, layout=None) -> int:
 
 
 def srm_select(errors_per_size: Array, n, c, delta=0.05, log_num_tests=1.0) -> Array:
-    """SRM choice of size (seed 001; SPEC §3): ``argmin_s R̂(P_s) + c·sqrt((s·log(4|H|) + log(1/δ))/n)``
+    """SRM choice of size (seed 001; SPEC §3):
+    ``argmin_s R̂(P_s) + c·sqrt((s·log(4|H|) + log(1/δ))/n)``
     over the sizes with a pruning (ties → the smaller size).
 
     Args:
@@ -402,7 +407,8 @@ def srm_select(errors_per_size: Array, n, c, delta=0.05, log_num_tests=1.0) -> A
 
 
 def holdout_select(table: SizeTable) -> Array:
-    """CV choice of size: the fewest hold-out errors among the sizes with a pruning (ties → smaller)."""
+    """CV choice of size: the fewest hold-out errors among the sizes that have a pruning (ties go
+    to the smaller size)."""
     return jnp.argmin(jnp.where(jnp.isfinite(table.errors), table.holdout, jnp.inf))
 
 
@@ -424,7 +430,7 @@ def _resolve(layout, node_array):
 
 
 def _level_starts(layout) -> np.ndarray:
-    """``[levels + 1]`` static slot bounds: level ``l`` occupies slots ``starts[l] … starts[l+1]-1``.
+    """``[levels + 1]`` static slot bounds: level ``l`` holds slots ``starts[l] … starts[l+1]-1``.
 
     Both layouts store levels in consecutive slots, root level first (the complete heap and the
     level-major compact layout); the passes below rely on it."""

@@ -1,4 +1,5 @@
-"""Pruning baselines against brute force (every pruning enumerated) and plain recursive references."""
+"""Pruning baselines against brute force (every pruning enumerated) and plain recursive
+references."""
 
 import itertools
 import math
