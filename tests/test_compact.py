@@ -217,7 +217,8 @@ def test_paper_depth_dyadic_tree_on_compact_layout(precision):
 
 def test_layout_choice_and_errors():
     full = random_levels(0, depth=6, p_split=1.0)
-    assert isinstance(packed(full, "auto").layout, CompleteLayout)
+    heap = packed(full, "auto")
+    assert isinstance(heap.layout, CompleteLayout) and (heap.depth, heap.width) == (6, 64)
     deep = random_levels(1, depth=40, p_split=0.6)
     assert len(deep) > 25
     assert isinstance(packed(deep, "auto").layout, CompactLayout)
