@@ -180,3 +180,7 @@ def main(argv=None):
             f"{meta['runtime_seconds'] / 60:.0f} min")
     plot(records, args.datasets, config.partitions, base.with_suffix(".png"), note)
     print(f"wrote {base}.png, .csv and .json")
+
+
+if __name__ == "__main__":
+    main()
