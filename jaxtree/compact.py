@@ -137,7 +137,7 @@ class CompactLayout:
         def step(below, level):
             leaf_, split_, internal_, child = level
             pair = below.reshape(half, 2)[child // 2]          # [W, 2]: (left, right) child
-            through = split_ + pair[:, 0] + pair[:, 1]
+            through = split_ + (pair[:, 0] + pair[:, 1])  # same order as CompleteLayout.up
             value = jnp.where(internal_, combine(leaf_, through), leaf_)
             return value, value
 
