@@ -110,7 +110,7 @@ def main(argv=None):
         f"training size), T0 with split='{args.split}', KD depth "
         f"{args.kd_depth}, dyadic depth {args.dyadic_depth}; parameters by 2-fold CV on T0 "
         "(paper's log grid then linear grid). In brackets: ratio to C1. Column unpruned: T0 itself "
-        "tree (no pruning can do much better than a poor T0). Second table: "
+        "(no pruning can do much better than a poor T0). Second table: "
         "seconds per method (CV + fit + predict, first repeat, compilation included, machine "
         "shared with other jobs).",
         "",
