@@ -7,8 +7,8 @@ once per fit, outside jit: the shape of T0 depends on the data.
 
 Split rules (SPEC §1):
 * **KD**: features divided by their training standard deviation; a node at depth ℓ splits
-  coordinate ``ℓ mod D`` (or, with ``split="spread"``, the coordinate in which its points spread
-  widest) at the median of its points; ``<= median`` goes left.
+  coordinate ``ℓ mod D`` (or, with ``split="spread"``, the coordinate in which its points have
+  the widest interquartile range) at the median of its points; ``<= median`` goes left.
 * **dyadic**: features min–max scaled to ``[0, 1]`` (test points clipped); a node splits the
   chosen coordinate at the midpoint of its cell.
 
@@ -231,16 +231,31 @@ def _split_features(Z, node, m, depth, split, splits):
 
 
 def _widest_spread(Z, node, m, splits):
-    """Per node, the coordinate in which its points spread widest (first on ties)."""
+    """Per node, the coordinate whose points have the widest interquartile range (first on ties;
+    the widest range when every interquartile range is 0).
+
+    The interquartile range, not the range: on standardized features a coordinate that is almost
+    always 0 has a huge range from its few non-zero values, and a range rule keeps cutting those
+    few points off (digit's KD tree became a chain of 47 splits with 0.80 test error).
+    """
     feature = np.zeros(m, np.int64)
     chosen = splits[node]
     if not chosen.any():
         return feature
-    order = np.argsort(node[chosen], kind="stable")
-    Zs, ns = Z[chosen][order], node[chosen][order]
-    starts = np.flatnonzero(np.r_[True, ns[1:] != ns[:-1]])
-    spread = np.maximum.reduceat(Zs, starts, axis=0) - np.minimum.reduceat(Zs, starts, axis=0)
-    feature[ns[starts]] = np.argmax(spread, axis=1)
+    Zc, nc = Z[chosen], node[chosen]
+    # sort every column within each node: key = node, then the value's rank in its column
+    ranks = np.argsort(np.argsort(Zc, axis=0, kind="stable"), axis=0, kind="stable")
+    order = np.argsort(nc[:, None] * len(nc) + ranks, axis=0)
+    sorted_cols = np.take_along_axis(Zc, order, axis=0)
+    nodes = np.flatnonzero(splits)
+    count = np.bincount(nc, minlength=m)[nodes]
+    start = np.concatenate([[0], np.cumsum(count)[:-1]])
+    quartile1 = sorted_cols[start + (count - 1) // 4]
+    quartile3 = sorted_cols[start + -(-3 * (count - 1) // 4)]
+    spread = quartile3 - quartile1
+    full_range = sorted_cols[start + count - 1] - sorted_cols[start]
+    feature[nodes] = np.where(spread.max(axis=1) > 0, np.argmax(spread, axis=1),
+                              np.argmax(full_range, axis=1))
     return feature
 
 

@@ -25,8 +25,8 @@ def reference_tree(Z, y, kind, max_depth, min_split, split):
             return
         if split == "cycle":
             f = depth % dims
-        else:  # widest spread of the node's points, first coordinate on ties
-            f = int(np.argmax(Z[idx].max(axis=0) - Z[idx].min(axis=0)))
+        else:
+            f = widest_interquartile_range(Z[idx])
         if kind == "kd":
             v = Z[idx, f]
             t = np.median(v)
@@ -152,20 +152,41 @@ def test_dyadic_midpoints_and_coordinate_cycling(precision):
     assert int(leaf_of(tree, np.array([[4.0, 0.0]]))[0]) == 8
 
 
+def widest_interquartile_range(V):
+    """Plain reference of split="spread": widest interquartile range, else widest range."""
+    v, c = np.sort(V, axis=0), len(V)
+    spread = v[-(-3 * (c - 1) // 4)] - v[(c - 1) // 4]
+    return int(np.argmax(spread) if spread.max() > 0 else np.argmax(v[-1] - v[0]))
+
+
 def test_spread_picks_the_widest_coordinate(precision):
-    """Dyadic: all ranges are 1 at the root (tie -> coordinate 0); below, the unsplit one wins."""
+    """Dyadic: a two-cluster coordinate has the widest interquartile range at the root; inside
+    each cluster another coordinate wins."""
     rng = np.random.default_rng(3)
-    X = rng.uniform(size=(200, 3)) * [1.0, 1.0, 1.0]
-    X[:, 2] *= 0.5                                 # scaled to [0, 1] anyway
+    X = rng.uniform(size=(200, 3))
+    X[:, 1] = rng.integers(0, 2, 200) * 0.9 + 0.1 * X[:, 1]   # clusters near 0 and near 1
     tree = dyadic_tree(X, max_depth=2, split="spread", layout="complete")
     feature = np.asarray(tree.feature)
-    assert feature[0] == 0
-    assert feature[1] in (1, 2) and feature[2] in (1, 2)
-    # KD: a feature with one far outlier has the widest scaled spread at the root
+    assert feature[0] == 1
+    assert feature[1] in (0, 2) and feature[2] in (0, 2)
+    # KD: one far outlier inflates a feature's range, not its interquartile range: not chosen;
+    # the two-cluster feature (widest interquartile range after standardizing) is.
     X = rng.normal(size=(50, 3))
     X[0, 1] = 100.0
-    assert int(kd_tree(X, max_depth=1, split="spread", layout="complete").feature[0]) == 1
+    X[:, 2] = np.where(rng.integers(0, 2, 50) == 1, 1.0, -1.0) + 0.1 * X[:, 2]
+    assert int(kd_tree(X, max_depth=1, split="spread", layout="complete").feature[0]) == 2
     assert int(kd_tree(X, max_depth=1, split="cycle", layout="complete").feature[0]) == 0
+
+
+def test_spread_ignores_rare_values_on_digit_like_data(precision):
+    """A coordinate that is almost always 0 is not split while others vary (the range rule
+    split it first and grew a chain)."""
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 17, size=(400, 4)).astype(float)
+    X[:, 3] = 0.0
+    X[:5, 3] = 16.0
+    tree = kd_tree(X, max_depth=3, split="spread", layout="complete")
+    assert 3 not in set(np.asarray(tree.feature)[np.asarray(tree.internal)].tolist())
 
 
 def test_stopping_rules(precision):
