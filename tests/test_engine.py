@@ -64,6 +64,11 @@ def prunings(internal, node=0):
     return result
 
 
+def pruning_leaf_sets(internal):
+    """Every pruning of T0 as a frozenset of its leaves."""
+    return [frozenset(leaves) for leaves, _ in prunings(internal)]
+
+
 def brute_force(leaf, split, internal):
     """Reference ``(w [nodes], log Z, P(split) [nodes])`` by summing over every pruning.
 

@@ -1,6 +1,5 @@
 """Helmbold–Schapire vote against brute-force enumeration of prunings with the CTW prior."""
 
-import itertools
 import math
 
 import jax
@@ -10,15 +9,7 @@ import pytest
 
 import jaxtree
 from jaxtree import hsvote
-
-
-def prunings(internal, node=0):
-    result = [frozenset([node])]
-    if internal[node]:
-        for left, right in itertools.product(prunings(internal, 2 * node + 1),
-                                             prunings(internal, 2 * node + 2)):
-            result.append(left | right)
-    return result
+from test_engine import pruning_leaf_sets
 
 
 def random_tree(seed, n=60, depth=4):
@@ -41,7 +32,7 @@ def brute_force(tree, counts, eta, loss):
         node_loss = -(ones * np.log(p) + (total - ones) * np.log(1 - p))
     else:
         node_loss = ones * (1 - p) + (total - ones) * p
-    everything = prunings(internal)
+    everything = pruning_leaf_sets(internal)
     weight = np.zeros(len(internal))
     posterior = []
     for leaves in everything:

@@ -1,7 +1,6 @@
 """Pruning baselines against brute force (every pruning enumerated) and plain recursive
 references."""
 
-import itertools
 import math
 
 import jax
@@ -11,6 +10,7 @@ import pytest
 
 import jaxtree
 from jaxtree import prune
+from test_engine import pruning_leaf_sets
 
 DEPTH = 4  # 677 prunings of a complete depth-4 tree: enumerable
 
@@ -28,16 +28,6 @@ def random_tree(seed, num_classes=2, n=60, depth=DEPTH):
     split = "spread" if seed % 2 else "cycle"
     tree = jaxtree.kd_tree(X, depth, min_split=int(rng.integers(2, 6)), y=y, split=split)
     return tree, X, y
-
-
-def prunings(internal, node=0):
-    """Every pruning of the subtree at ``node``, as a frozenset of leaves."""
-    result = [frozenset([node])]
-    if internal[node]:
-        for left, right in itertools.product(prunings(internal, 2 * node + 1),
-                                             prunings(internal, 2 * node + 2)):
-            result.append(left | right)
-    return result
 
 
 def as_mask(leaves, num_nodes):
@@ -71,7 +61,7 @@ def test_c1_and_sn_equal_brute_force_minimum(seed):
     internal = np.asarray(tree.internal)
     errors, total = stats_arrays(stats)
     depth = np.asarray(tree.node_depth)
-    everything = prunings(internal)
+    everything = pruning_leaf_sets(internal)
     for lam in [0.0, 0.3, 1.0, 2.5, 7.0]:
         for name, cost in [("c1", prune.c1_leaf_cost(stats, lam)),
                            ("sn", prune.sn_leaf_cost(stats, tree.node_depth, lam))]:
@@ -104,7 +94,7 @@ def test_min_error_per_size_equals_brute_force(seed):
     table = prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal, 2 ** DEPTH,
                                      holdout_err=prune.holdout_errors(counts2, stats.label))
     curve = np.asarray(table.errors)
-    everything = prunings(internal)
+    everything = pruning_leaf_sets(internal)
     assert np.all(np.isinf(curve[size_cap + 1:])) and np.isfinite(curve[size_cap])
     sized = [(sum(total[a] > 0 for a in leaves), leaves) for leaves in everything]
     for s in range(size_cap + 1):
