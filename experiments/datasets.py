@@ -39,7 +39,7 @@ import os
 import pathlib
 import urllib.request
 import zipfile
-from typing import Callable, Optional
+from typing import Callable
 
 import numpy as np
 
