@@ -28,7 +28,7 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
-from jaxtree.layout import complete_layout_for
+from jaxtree.layout import resolve_layout
 
 Array = jax.Array
 
@@ -48,7 +48,7 @@ def subtree_log_weights(leaf_potential: Array, internal: Array,
       weights sum to 1.
     """
     log_w, _ = _log_weights_and_partition(leaf_potential, internal, split_potential,
-                                          _resolve(layout, leaf_potential))
+                                          resolve_layout(layout, leaf_potential))
     return log_w
 
 
@@ -58,7 +58,7 @@ def log_partition(leaf_potential: Array, internal: Array,
 
     Its gradient with respect to ``leaf_potential`` is exactly the node weights ``w(A)``."""
     _, log_z = _log_weights_and_partition(leaf_potential, internal, split_potential,
-                                          _resolve(layout, leaf_potential))
+                                          resolve_layout(layout, leaf_potential))
     return log_z
 
 
@@ -86,7 +86,7 @@ def best_pruning(leaf_cost: Array, internal: Array, split_cost: Optional[Array] 
 def best_pruning_and_cost(leaf_cost: Array, internal: Array, split_cost: Optional[Array] = None,
                           layout=None) -> tuple[Array, Array]:
     """:func:`best_pruning` and the minimum cost (a scalar) together."""
-    return _best_pruning_and_cost(leaf_cost, internal, split_cost, _resolve(layout, leaf_cost))
+    return _best_pruning_and_cost(leaf_cost, internal, split_cost, resolve_layout(layout, leaf_cost))
 
 
 @jax.jit
@@ -104,7 +104,7 @@ def _best_pruning_and_cost(leaf_cost, internal, split_cost, layout):
 
 def tree_membership(internal: Array, layout=None) -> Array:
     """``[nodes]`` bool: True at the nodes of T0 (the root and every child of an internal node)."""
-    _, _, in_tree = _prepare(internal, _resolve(layout, internal))
+    _, _, in_tree = _prepare(internal, resolve_layout(layout, internal))
     return in_tree
 
 
@@ -186,10 +186,6 @@ def _weights_jvp(primals, tangents):
         jnp.where(in_tree, parent(d_split) + layout.sibling(d_log_beta), 0))
     d_log_w = jnp.where(in_tree, d_leaf + d_log_alpha - d_log_beta[0], 0)
     return (log_w, log_z), (d_log_w, d_log_beta[0])
-
-
-def _resolve(layout, node_array):
-    return complete_layout_for(node_array.shape[0]) if layout is None else layout
 
 
 def _prepare(internal, layout):

@@ -120,3 +120,8 @@ def complete_layout_for(num_nodes: int) -> CompleteLayout:
             f"an array of {num_nodes} nodes is not a complete heap layout (2**(D0+1) - 1 nodes); "
             "pass layout=tree.layout for other layouts")
     return CompleteLayout(depth)
+
+
+def resolve_layout(layout, node_array):
+    """``layout``, or the complete layout implied by the length of ``node_array`` when None."""
+    return complete_layout_for(node_array.shape[0]) if layout is None else layout

@@ -44,7 +44,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxtree.engine import best_pruning, tree_membership
-from jaxtree.layout import complete_layout_for
+from jaxtree.layout import resolve_layout
 from jaxtree.stats import NodeStats
 from jaxtree.tree import Tree
 
@@ -134,7 +134,7 @@ def local_test_pruning(errors: Array, nonempty: Array, slack_const: Array, slack
       ``[nodes]`` bool leaf mask of the pruned tree.
     """
     return _local_test_pruning(errors, nonempty, slack_const, slack_per_leaf, internal,
-                               _resolve(layout, errors))
+                               resolve_layout(layout, errors))
 
 
 @jax.jit
@@ -291,7 +291,7 @@ def min_error_per_size(errors: Array, nonempty: Array, internal: Array, max_size
       holdout_err: optional ``[nodes]`` errors of a hold-out sample (:func:`holdout_errors`).
       layout: the tree's layout; None for the complete heap layout.
     """
-    layout = _resolve(layout, errors)
+    layout = resolve_layout(layout, errors)
     return _min_error_per_size(errors, nonempty, internal, holdout_err, layout, int(max_size))
 
 
@@ -357,7 +357,7 @@ def pruning_of_size(table: SizeTable, size, internal: Array, layout=None) -> Arr
     A node is reached with a target size; it is a leaf of the pruning if its choice is -1, else its
     children are reached with targets ``choice`` and ``target - choice``.
     """
-    layout = _resolve(layout, internal)
+    layout = resolve_layout(layout, internal)
     return _pruning_of_size(table.choice, jnp.asarray(size, jnp.int32), layout)
 
 
@@ -385,7 +385,7 @@ def _pruning_of_size(choice, size, layout):
 
 def num_nonempty_leaves(stats: NodeStats, internal: Array, layout=None) -> int:
     """Number of non-empty leaves of T0 (the largest size any pruning has); a concrete int."""
-    layout = _resolve(layout, internal)
+    layout = resolve_layout(layout, internal)
     leaf = tree_membership(internal, layout) & ~jnp.asarray(internal, bool)
     return int(jnp.sum(leaf & (stats.total > 0)))
 
@@ -425,10 +425,6 @@ def min_size_srm_votes(tree: Tree, stats: NodeStats, params: dict, max_size: int
 
 # ---------------------------------------------------------------------------------------------
 # Level passes (shared by the knapsack and the local tests)
-def _resolve(layout, node_array):
-    return complete_layout_for(node_array.shape[0]) if layout is None else layout
-
-
 def _level_starts(layout) -> np.ndarray:
     """``[levels + 1]`` static slot bounds: level ``l`` holds slots ``starts[l] … starts[l+1]-1``.
 
