@@ -53,13 +53,13 @@ from tqdm import tqdm
 
 from experiments import datasets
 from jaxtree.build import dyadic_tree, kd_tree
-from jaxtree.compact import CompactLayout
+from jaxtree.compact import CompactLayout, pad_compact
 from jaxtree.hsvote import hs_votes
 from jaxtree.prune import c1_votes, km_votes, optimistic_votes, sn_votes
 from jaxtree.select import (LOG_GRID, LINEAR_GRID_SIZE, PACBAYES_DIRECTIONS, fold_masks,
                             pacbayes_votes, paper_search, point_scores, prepare_folds)
 from jaxtree.stats import node_stats
-from jaxtree.tree import Tree, route
+from jaxtree.tree import route
 
 RESULTS = pathlib.Path(__file__).parent / "results"
 PARTITIONS = ("dyadic", "kd")
@@ -166,33 +166,6 @@ def bucket(size: int) -> int:
         return size + size % 2
     step = 2 ** (int(math.floor(math.log2(size))) - 2)
     return -(-size // step) * step
-
-
-def pad_compact(tree: Tree, levels: int, width: int) -> Tree:
-    """The same T0 in a compact layout of ``levels`` levels of ``width`` slots (at least the
-    tree's): new slots are padding (not internal, hung below a slot that is not split), so every
-    result on the tree's nodes is unchanged."""
-    layout = tree.layout
-    shape = (layout.num_levels, layout.width)
-    pad = ((0, levels - shape[0]), (0, width - shape[1]))
-    if min(pad[0][1], pad[1][1]) < 0:
-        raise ValueError(f"cannot pad a tree of shape {shape} to ({levels}, {width})")
-    split = np.pad(np.asarray(tree.internal).reshape(shape), pad)
-    parent_pos = np.pad(np.asarray(layout.parent_pos), pad)
-    parent_pos[0] = np.arange(width)
-    for level in range(1, levels):
-        new = np.arange(width) >= (shape[1] if level < shape[0] else 0)
-        parent_pos[level, new] = np.argmin(split[level - 1])
-    padded = CompactLayout(jnp.asarray(np.pad(np.asarray(layout.child_pos), pad), jnp.int32),
-                           jnp.asarray(parent_pos, jnp.int32), levels - 1, width)
-
-    def grid(x):
-        return jnp.pad(x.reshape(shape), pad).reshape(-1)
-
-    return Tree(feature=grid(tree.feature), threshold=grid(tree.threshold),
-                internal=grid(tree.internal), left_child=padded.left_child(),
-                node_depth=jnp.asarray(padded.node_depth(), jnp.int32), shift=tree.shift,
-                inv_scale=tree.inv_scale, layout=padded, clip=tree.clip)
 
 
 def split_indices(n: int, train: int, test: int, seed: int) -> tuple[np.ndarray, np.ndarray]:

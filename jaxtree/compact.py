@@ -30,6 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxtree.tree import Tree
+
 Array = jax.Array
 
 
@@ -174,3 +176,30 @@ class CompactLayout:
     # -- helpers ----------------------------------------------------------------------------------
     def _levels(self, x: Array) -> Array:
         return x.reshape(self.num_levels, self.width)
+
+
+def pad_compact(tree: Tree, levels: int, width: int) -> Tree:
+    """The same T0 in a compact layout of ``levels`` levels of ``width`` slots (at least the
+    tree's): new slots are padding (not internal, hung below a slot that is not split), so every
+    result on the tree's nodes is unchanged."""
+    layout = tree.layout
+    shape = (layout.num_levels, layout.width)
+    pad = ((0, levels - shape[0]), (0, width - shape[1]))
+    if min(pad[0][1], pad[1][1]) < 0:
+        raise ValueError(f"cannot pad a tree of shape {shape} to ({levels}, {width})")
+    split = np.pad(np.asarray(tree.internal).reshape(shape), pad)
+    parent_pos = np.pad(np.asarray(layout.parent_pos), pad)
+    parent_pos[0] = np.arange(width)
+    for level in range(1, levels):
+        new = np.arange(width) >= (shape[1] if level < shape[0] else 0)
+        parent_pos[level, new] = np.argmin(split[level - 1])
+    padded = CompactLayout(jnp.asarray(np.pad(np.asarray(layout.child_pos), pad), jnp.int32),
+                           jnp.asarray(parent_pos, jnp.int32), levels - 1, width)
+
+    def grid(x):
+        return jnp.pad(x.reshape(shape), pad).reshape(-1)
+
+    return Tree(feature=grid(tree.feature), threshold=grid(tree.threshold),
+                internal=grid(tree.internal), left_child=padded.left_child(),
+                node_depth=jnp.asarray(padded.node_depth(), jnp.int32), shift=tree.shift,
+                inv_scale=tree.inv_scale, layout=padded, clip=tree.clip)

@@ -10,7 +10,7 @@ from scipy.special import logsumexp
 
 import jaxtree
 from jaxtree.build import GrownLevel, level_slots, pack
-from jaxtree.compact import CompactLayout
+from jaxtree.compact import CompactLayout, pad_compact
 from jaxtree.engine import (best_pruning, log_partition, subtree_log_weights,
                             tree_membership)
 from jaxtree.layout import CompleteLayout
@@ -245,3 +245,20 @@ def test_compact_layout_is_a_pytree_under_jit_and_vmap():
                                                             layout=tree.layout), rtol=1e-5)
     depth = jax.jit(lambda t: t.node_depth.max())(tree)
     assert depth == tree.depth
+
+
+def test_padding_a_compact_tree_changes_no_result():
+    X, y = load_csv("wine")
+    X, y = X[:300], y[:300]
+    tree = jaxtree.dyadic_tree(X, 24, y=y, layout="compact")
+    padded = pad_compact(tree, tree.num_levels + 5, tree.width + 6)
+    assert (padded.num_levels, padded.width) == (tree.num_levels + 5, tree.width + 6)
+    results = []
+    for t in (tree, padded):
+        stats = jaxtree.node_stats(t, X, y, 7)
+        log_w = jaxtree.pacbayes_log_weights(t, stats, 2.0, 0.5)
+        results.append((float(stats.errors[0]), np.asarray(jaxtree.vote(t, stats.label, log_w, X, 7))))
+    assert results[0][0] == results[1][0]
+    np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-6)
+    with pytest.raises(ValueError, match="cannot pad"):
+        pad_compact(tree, tree.num_levels - 1, tree.width)

@@ -7,10 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from experiments import datasets, table2
-from jaxtree.build import dyadic_tree
-from jaxtree.pacbayes import pacbayes_log_weights, vote
-from jaxtree.stats import node_stats
+from experiments import table2
 
 
 def _tiny_run(partitions, methods):
@@ -65,20 +62,3 @@ def test_paper_depth_and_bucket():
     for size in range(1, 3000):
         b = table2.bucket(size)
         assert b >= size and b % 2 == 0 and b <= max(1.25 * size, size + 1)
-
-
-def test_padding_a_compact_tree_changes_no_result():
-    X, y = datasets.load("wine")
-    X, y = X[:300], y[:300]
-    tree = dyadic_tree(X, 24, y=y, layout="compact")
-    padded = table2.pad_compact(tree, tree.num_levels + 5, tree.width + 6)
-    assert (padded.num_levels, padded.width) == (tree.num_levels + 5, tree.width + 6)
-    results = []
-    for t in (tree, padded):
-        stats = node_stats(t, X, y, 7)
-        log_w = pacbayes_log_weights(t, stats, 2.0, 0.5)
-        results.append((float(stats.errors[0]), np.asarray(vote(t, stats.label, log_w, X, 7))))
-    assert results[0][0] == results[1][0]
-    np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-6)
-    with pytest.raises(ValueError, match="cannot pad"):
-        table2.pad_compact(tree, tree.num_levels - 1, tree.width)
