@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jax.test_util import check_grads
 
-from jaxtree.engine import (best_pruning, best_pruning_and_cost, log_partition,
-                            subtree_log_weights, tree_membership)
+from jaxtree.engine import (best_pruning, best_pruning_and_cost, log_partition, log_sigmoid,
+                            logaddexp, subtree_log_weights, tree_membership)
 from jaxtree.layout import CompleteLayout, complete_layout_for
 
 LAYOUT_DEPTH = 5          # most tests share one shape (63 slots) to keep jit compiles few
@@ -315,6 +315,29 @@ def test_float32_agrees_with_float64():
                                 np.asarray(best_pruning(*args)))
         np.testing.assert_allclose(results[False][0], results[True][0], atol=1e-4)
         assert results[False][1] == pytest.approx(results[True][1], rel=1e-5)
+
+
+@pytest.mark.parametrize("length", [7, 1023, 1024])   # node arrays have odd lengths
+def test_elementwise_log_functions_match_numpy(precision, length):
+    rng = np.random.default_rng(length)
+    a = rng.normal(scale=30, size=length)
+    b = rng.normal(scale=30, size=length)
+    a[:4] = [-np.inf, -np.inf, 5.0, 1e30]
+    b[:4] = [-np.inf, 2.0, -np.inf, 1e30]
+    eps = np.finfo(precision).eps
+    with np.errstate(invalid="ignore", over="ignore"):
+        want_lae = np.logaddexp(a, b)
+        want_ls = -np.logaddexp(0, -a)
+    got_lae = np.asarray(logaddexp(jnp.asarray(a, precision), jnp.asarray(b, precision)))
+    got_ls = np.asarray(log_sigmoid(jnp.asarray(a, precision)))
+    # absolute error: rounding the inputs, plus at most one unit of 1 from log(1 + e)
+    tol = 4 * eps * (1 + np.abs(want_lae))
+    assert np.array_equal(np.isneginf(got_lae), np.isneginf(want_lae))
+    finite = np.isfinite(want_lae)
+    assert np.all(np.abs(got_lae - want_lae)[finite] <= tol[finite])
+    assert got_ls[0] == -np.inf and got_ls[3] == 0
+    finite = np.isfinite(want_ls)
+    assert np.all(np.abs(got_ls - want_ls)[finite] <= (4 * eps * (1 + np.abs(want_ls)))[finite])
 
 
 # -- gradients -------------------------------------------------------------------------------------
