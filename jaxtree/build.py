@@ -120,8 +120,10 @@ def grow(Z: np.ndarray, y: Optional[np.ndarray], max_depth: int, min_split: int,
         splits = (count >= min_split) & (depth < max_depth)
         if y is not None:
             splits &= ~_pure(node, y[points], m)
-        feature = _split_features(sorted_columns, None if ranks is None else ranks[points],
-                                  node, m, depth, split, splits)
+        if split == "cycle":
+            feature = np.full(m, depth % dims, np.int64)
+        else:
+            feature = _widest_spread(sorted_columns, ranks[points], node, m, splits)
         value = Z[points, feature[node]]
         threshold = np.where(splits, thresholds(value, node, cells, feature, m), 0)
         threshold = threshold.astype(Z.dtype)
@@ -226,12 +228,6 @@ def _midpoint_thresholds(value, node, cells, feature, m):
     lo, hi = cells
     rows = np.arange(m)
     return (lo[rows, feature] + hi[rows, feature]) / 2
-
-
-def _split_features(sorted_columns, ranks, node, m, depth, split, splits):
-    if split == "cycle":
-        return np.full(m, depth % len(sorted_columns), np.int64)
-    return _widest_spread(sorted_columns, ranks, node, m, splits)
 
 
 def _column_ranks(Z):
