@@ -6,8 +6,12 @@ counts left of every cut, and a per-node maximum picks the best cut (no loop ove
 over levels and features). The rule is scikit-learn's ``DecisionTreeClassifier`` with
 ``max_features=None``: a cut lies between two consecutive distinct values of a node's points,
 the threshold is their midpoint (``<=`` goes left), the best cut maximises the impurity
-decrease; ties go to the smaller feature index, then the smaller threshold (scikit-learn breaks
-ties between features in a random order). A node is split unless it is pure, holds fewer than
+decrease; ties between features go to a random one (a fresh random priority per node and feature,
+seeded by ``random_state``: scikit-learn visits features in a random order per node and keeps the
+first best), then to the smaller threshold. Random, not "smallest feature index": on letter the
+fixed rule always favoured the box-position features 0 and 1 in the many small tied nodes, and
+the grown tree's test error was about 1 point worse than scikit-learn's (0.1245 against 0.112 on
+one split; 0.112 with random ties). A node is split unless it is pure, holds fewer than
 ``min_split`` points, sits at ``max_depth`` or has all its points equal. Values count as distinct
 when they differ at all (scikit-learn: by more than 1e-7).
 
@@ -28,7 +32,7 @@ CRITERIA = ("gini", "entropy")
 
 
 def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
-              criterion: str = "gini", layout: str = "auto") -> Tree:
+              criterion: str = "gini", layout: str = "auto", random_state=0) -> Tree:
     """CART tree T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` (ints in ``0..L-1``).
 
     Args:
@@ -39,6 +43,7 @@ def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
         ``min_samples_split``).
       criterion: ``"gini"`` or ``"entropy"``.
       layout: ``"auto"`` (the layout that takes less memory), ``"compact"`` or ``"complete"``.
+      random_state: seed (or ``numpy.random.Generator``) of the tie-breaking between features.
 
     Returns:
       a :class:`jaxtree.Tree` on unscaled features.
@@ -51,14 +56,14 @@ def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
         raise ValueError(f"min_split must be an integer >= 2; got {min_split!r}")
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
-    levels = grow_cart(X, y, max_depth, min_split, criterion)
+    levels = grow_cart(X, y, max_depth, min_split, criterion, np.random.default_rng(random_state))
     dims = X.shape[1]
     return pack(levels, np.zeros(dims, X.dtype), np.ones(dims, X.dtype), clip=False,
                 layout=layout)
 
 
 def grow_cart(X: np.ndarray, y: np.ndarray, max_depth: Optional[int], min_split: int,
-              criterion: str) -> list[GrownLevel]:
+              criterion: str, rng: np.random.Generator) -> list[GrownLevel]:
     """Grow the CART tree level by level; returns the levels for :func:`jaxtree.build.pack`."""
     n = X.shape[0]
     num_classes = int(y.max()) + 1
@@ -76,8 +81,9 @@ def grow_cart(X: np.ndarray, y: np.ndarray, max_depth: Optional[int], min_split:
         candidate = (total >= min_split) & (counts.max(axis=1) < total)
         if max_depth is not None:
             candidate &= depth < max_depth
+        priority = rng.random((m, X.shape[1]))
         feature, threshold = best_splits(X[points], y[points], rank[points], node, counts,
-                                         candidate, criterion)
+                                         candidate, criterion, priority)
         splits = feature >= 0
         levels.append(GrownLevel(parent, splits, np.maximum(feature, 0), threshold))
         if not splits.any():
@@ -93,8 +99,8 @@ def grow_cart(X: np.ndarray, y: np.ndarray, max_depth: Optional[int], min_split:
 
 
 def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray,
-                counts: np.ndarray, candidate: np.ndarray, criterion: str
-                ) -> tuple[np.ndarray, np.ndarray]:
+                counts: np.ndarray, candidate: np.ndarray, criterion: str,
+                priority: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Best cut of every candidate node of a level.
 
     Args:
@@ -102,6 +108,7 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
       node: ``[k]`` node of each point (``0..m-1``); counts: ``[m, L]`` class counts per node.
       candidate: ``[m]`` bool, nodes that may split.
       criterion: ``"gini"`` or ``"entropy"``.
+      priority: ``[m, D]`` float: where features tie, the one of higher priority wins.
 
     Returns:
       feature: ``[m]`` int, the split feature (-1 where no cut exists or the node is no candidate);
@@ -116,6 +123,7 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
     feature = np.full(m, -1, np.int64)
     threshold = np.zeros(m, X.dtype)
     best = np.full(m, -np.inf)
+    best_priority = np.full(m, -np.inf)
     keep = candidate[node]
     if not keep.any():
         return feature, threshold
@@ -145,7 +153,9 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
         score = np.where(cuttable, score, -np.inf)
         node_best = np.full(m, -np.inf)
         node_best[size > 0] = np.maximum.reduceat(score, first[size > 0])
-        better = node_best > best
+        tie = (node_best == best) & (node_best > -np.inf) & (priority[:, f] > best_priority)
+        better = (node_best > best) | tie
+        best_priority = np.where(better, priority[:, f], best_priority)
         # first (smallest-threshold) cut that attains each improved node's best score
         at = np.flatnonzero(cuttable & (score == node_best[sorted_node]) & better[sorted_node])
         nodes, first_at = np.unique(sorted_node[at], return_index=True)

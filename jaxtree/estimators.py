@@ -37,9 +37,10 @@ except ImportError:  # pragma: no cover - scikit-learn is an optional dependency
     _SKLEARN_BASES = ()
 
 
-def _cart(X, max_depth, min_split=2, y=None, split="cycle", layout="auto"):
+def _cart(X, max_depth, min_split=2, y=None, split="cycle", layout="auto", random_state=0):
     """:func:`jaxtree.cart_tree` behind the builders' signature (``split`` does not apply)."""
-    return cart_tree(X, y, max_depth=max_depth, min_split=min_split, layout=layout)
+    return cart_tree(X, y, max_depth=max_depth, min_split=min_split, layout=layout,
+                     random_state=random_state)
 
 
 PARTITIONS = {"kd": kd_tree, "dyadic": dyadic_tree, "cart": _cart}
@@ -161,9 +162,12 @@ class TreeClassifierBase(ParamsMixin, *_SKLEARN_BASES):
         depth = self.max_depth if self.max_depth is not None else default_depth(
             self.partition, *X.shape)
         builder = PARTITIONS[self.partition]
+        # CART breaks ties between features at random: seeded by the estimator's random_state
+        seed = {"random_state": getattr(self, "random_state", 0)} if self.partition == "cart" \
+            else {}
         return builder(X, max_depth=None if depth is None else int(depth),
                        min_split=self.min_split, y=y, split=self.split,
-                       layout=getattr(self, "layout", "auto"))
+                       layout=getattr(self, "layout", "auto"), **seed)
 
     def _check_predict_input(self, X):
         if not hasattr(self, "tree_"):
@@ -218,7 +222,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         (``experiments/bench_select.py``): the 200 settings take ~0.1 s on spam and 1.5–5 s
         on letter (18000 × 16, 26 classes), but the first fit at a new tree depth / sample
         size compiles for 10–50 s. Give ``lam1`` and ``lam2`` (or ``tune=None``) to skip it.
-      cv, random_state: number of CV folds and the seed that deals them.
+      cv, random_state: number of CV folds and the seed that deals them (and, with
+        ``partition="cart"``, breaks ties between features in the grown tree).
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_`` (:class:`jaxtree.Tree`),
     ``stats_`` (:class:`jaxtree.NodeStats`), ``node_log_weights_`` ``[nodes]``; when tuned,
@@ -294,7 +299,8 @@ class PrunedTreeClassifier(TreeClassifierBase):
         (:func:`jaxtree.prune.log_num_tests_of`).
       resample: optimistic pruning treats a sample smaller than 5000 as resampled to 5000 (seed 002).
       random_state: seed of the S1/S2 split.
-
+      random_state: seed of the S1/S2 split (and, with ``partition="cart"``, of the ties between
+        features in the grown tree).
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_``, ``stats_`` (of S1 for the
     hold-out methods), ``leaf_mask_`` ``[nodes]`` (True at the pruning's leaves), ``n_leaves_``
     (number of leaves of the pruning, empty ones included), and for ``min_size`` the curve

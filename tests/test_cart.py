@@ -66,27 +66,36 @@ def test_max_depth_and_min_split_match_sklearn():
 
 
 # -- against a plain recursive reference (the documented tie rule, ties in values) ----------------
-def reference_cart(X, y, rows, num_classes, min_split=2):
-    """Leaves (lists of rows) of greedy Gini CART, one node at a time: best proxy
-    ``Σ L²/n_L + Σ R²/n_R``; ties to the smaller feature, then the smaller threshold."""
-    counts = np.bincount(y[rows], minlength=num_classes)
-    if len(rows) < min_split or counts.max() == len(rows):
-        return [rows]
-    best = None
-    for f in range(X.shape[1]):
-        values = np.unique(X[rows, f])
-        for low, high in zip(values[:-1], values[1:]):
-            left = rows[X[rows, f] <= low]
-            right = rows[X[rows, f] > low]
-            cl = np.bincount(y[left], minlength=num_classes)
-            cr = counts - cl
-            score = (cl ** 2).sum() / len(left) + (cr ** 2).sum() / len(right)
-            if best is None or score > best[0]:
-                best = (score, left, right)
-    if best is None:
-        return [rows]
-    return (reference_cart(X, y, best[1], num_classes, min_split)
-            + reference_cart(X, y, best[2], num_classes, min_split))
+def reference_cart(X, y, num_classes, min_split=2, random_state=0):
+    """Leaves (arrays of rows) of greedy Gini CART, one node at a time, level by level: best
+    proxy ``Σ L²/n_L + Σ R²/n_R``; ties between features to the higher random priority (one
+    ``[nodes, D]`` draw per level from ``random_state``, as ``cart_tree`` documents), then the
+    smaller threshold."""
+    rng = np.random.default_rng(random_state)
+    level, leaves = [np.arange(len(y))], []
+    while level:
+        priority = rng.random((len(level), X.shape[1]))
+        below = []
+        for k, rows in enumerate(level):
+            counts = np.bincount(y[rows], minlength=num_classes)
+            best = None
+            if len(rows) >= min_split and counts.max() < len(rows):
+                for f in range(X.shape[1]):
+                    values = np.unique(X[rows, f])
+                    for low in values[:-1]:
+                        left, right = rows[X[rows, f] <= low], rows[X[rows, f] > low]
+                        cl = np.bincount(y[left], minlength=num_classes)
+                        cr = counts - cl
+                        score = (cl ** 2).sum() / len(left) + (cr ** 2).sum() / len(right)
+                        if (best is None or score > best[0]
+                                or (score == best[0] and priority[k, f] > best[1])):
+                            best = (score, priority[k, f], left, right)
+            if best is None:
+                leaves.append(rows)
+            else:
+                below += [best[2], best[3]]
+        level = below
+    return leaves
 
 
 @pytest.mark.parametrize("seed", [0, 1])
@@ -94,10 +103,18 @@ def test_matches_plain_reference_with_tied_values(seed):
     rng = np.random.default_rng(seed)
     X = rng.integers(0, 6, size=(150, 3)).astype(np.float32)   # many equal values
     y = (X[:, 0] + X[:, 1] + rng.integers(0, 3, size=150)).astype(int) % 3
-    expected = {frozenset(leaf) for leaf in reference_cart(X, y, np.arange(len(y)), 3)}
-    assert ours(X, y) == expected
-    expected = {frozenset(leaf) for leaf in reference_cart(X, y, np.arange(len(y)), 3, 12)}
-    assert ours(X, y, min_split=12) == expected
+    for kwargs in ({}, {"min_split": 12}, {"random_state": 7}):
+        expected = {frozenset(leaf) for leaf in reference_cart(X, y, 3, **kwargs)}
+        assert ours(X, y, **kwargs) == expected
+
+
+def test_ties_between_features_are_broken_at_random():
+    # two identical features: every split ties between them, and the seed picks one
+    X = np.repeat(np.arange(8, dtype=np.float32)[:, None], 2, axis=1)
+    y = np.arange(8) % 2
+    trees = [jaxtree.cart_tree(X, y, random_state=seed) for seed in range(6)]
+    used = {tuple(np.asarray(t.feature)[np.asarray(t.internal)]) for t in trees}
+    assert len(used) > 1 and set().union(*used) == {0, 1}
 
 
 # -- rules and API --------------------------------------------------------------------------------
