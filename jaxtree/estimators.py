@@ -298,9 +298,9 @@ class PrunedTreeClassifier(TreeClassifierBase):
       num_tests: |H| for KM and SRM; None counts T0's distinct split tests
         (:func:`jaxtree.prune.log_num_tests_of`).
       resample: optimistic pruning treats a sample smaller than 5000 as resampled to 5000 (seed 002).
-      random_state: seed of the S1/S2 split.
       random_state: seed of the S1/S2 split (and, with ``partition="cart"``, of the ties between
         features in the grown tree).
+
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_``, ``stats_`` (of S1 for the
     hold-out methods), ``leaf_mask_`` ``[nodes]`` (True at the pruning's leaves), ``n_leaves_``
     (number of leaves of the pruning, empty ones included), and for ``min_size`` the curve
