@@ -21,7 +21,9 @@ It prints the device and versions first, then
   ``fit_pacbayes_spam_dyadic_s`` (warm fit, seconds) and ``device``.
 
 Every time is the median of several calls after a warm-up; both sides of a ratio are measured in
-this process. ``--quick`` uses small sizes (a smoke test: its ratios are not the targets').
+this process. The engine table's ratios (×NumPy, loop/vmap, grad/pass) are medians of per-pair
+ratios from calls taken in turn (:func:`paired_times`): this machine's speed drifts by 2× within
+seconds, and separate medians taken a few seconds apart moved these ratios by as much. ``--quick`` uses small sizes (a smoke test: its ratios are not the targets').
 """
 
 from __future__ import annotations
@@ -55,6 +57,23 @@ def median_time(fn, repeats: int = 7) -> float:
         fn()
         times.append(time.perf_counter() - start)
     return float(np.median(times))
+
+
+def paired_times(fn_a, fn_b, repeats: int = 7) -> tuple[float, float, float]:
+    """``(median a, median b, median of b/a)`` from calls of ``fn_a`` and ``fn_b`` taken in turn
+    (after one warm-up each), so that the ratio of each pair is measured under the same load —
+    the shared machine's speed drifts by 2x within seconds."""
+    fn_a()
+    fn_b()
+    pairs = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn_a()
+        middle = time.perf_counter()
+        fn_b()
+        pairs.append((middle - start, time.perf_counter() - middle))
+    a, b = np.asarray(pairs).T
+    return float(np.median(a)), float(np.median(b)), float(np.median(b / a))
 
 
 def first_call(fn) -> float:
@@ -127,13 +146,15 @@ def engine_row(depth: int, bandwidth: float, batch: int = 64, with_scan: bool = 
     layout = CompleteLayout(depth)
     forward = jax.jit(lambda a, i: subtree_log_weights(a, i, layout=layout))
     compile_s = first_call(lambda: forward(phi, internal).block_until_ready())
-    pass_s = median_time(lambda: forward(phi, internal).block_until_ready())
+    pass_s, numpy_s, numpy_ratio = paired_times(
+        lambda: forward(phi, internal).block_until_ready(),
+        lambda: numpy_pass(phi_np, internal_np, depth))
     compile_s -= pass_s
-    numpy_s = median_time(lambda: numpy_pass(phi_np, internal_np, depth), 3)
     ours = np.asarray(forward(phi, internal))
     with np.errstate(invalid="ignore"):
         reference = numpy_pass(phi_np.astype(np.float64), internal_np, depth)
     row = dict(depth=depth, compile_s=compile_s, pass_s=pass_s, numpy_s=numpy_s,
+               numpy_over_pass=numpy_ratio,
                floor_s=BYTES_PER_NODE * phi_np.size / bandwidth,
                max_abs_diff_vs_f64=float(np.max(np.abs(ours - reference))))
 
@@ -149,10 +170,10 @@ def engine_row(depth: int, bandwidth: float, batch: int = 64, with_scan: bool = 
     if batch:
         phis = jnp.asarray(phi_np[None] + np.arange(batch, dtype=np.float32)[:, None] / batch)
         mapped = jax.jit(jax.vmap(lambda a: subtree_log_weights(a, internal, layout=layout)))
-        row["vmap_s"] = median_time(lambda: mapped(phis).block_until_ready(), 3)
         rows = [phis[k] for k in range(batch)]
-        row["loop_s"] = median_time(
-            lambda: jax.block_until_ready([forward(a, internal) for a in rows]), 3)
+        row["vmap_s"], row["loop_s"], row["loop_over_vmap"] = paired_times(
+            lambda: mapped(phis).block_until_ready(),
+            lambda: jax.block_until_ready([forward(a, internal) for a in rows]), 5)
 
     coef = jnp.asarray(np.random.default_rng(1).normal(size=phi_np.size).astype(np.float32))
 
@@ -161,7 +182,9 @@ def engine_row(depth: int, bandwidth: float, batch: int = 64, with_scan: bool = 
 
     grad = jax.jit(jax.grad(loss))
     grad(phi).block_until_ready()
-    row["grad_s"] = median_time(lambda: grad(phi).block_until_ready())
+    _, row["grad_s"], row["grad_over_pass"] = paired_times(
+        lambda: forward(phi, internal).block_until_ready(),
+        lambda: grad(phi).block_until_ready())
     return row
 
 
@@ -172,13 +195,13 @@ def print_engine_table(rows: list[dict]) -> None:
           f"{'loop64':>8} {'loop/vmap':>9} {'grad':>8} {'grad/pass':>9} {'|err| vs f64':>12}")
     for r in rows:
         ms = lambda key: f"{r[key] * 1e3:8.2f}" if key in r else f"{'-':>8}"  # noqa: E731
-        vmap_ratio = f"{r['loop_s'] / r['vmap_s']:9.2f}" if "vmap_s" in r else f"{'-':>9}"
+        vmap_ratio = f"{r['loop_over_vmap']:9.2f}" if "vmap_s" in r else f"{'-':>9}"
         scan_compile = f"{r['scan_compile_s']:10.2f}" if "scan_compile_s" in r else f"{'-':>10}"
         print(f"{r['depth']:>3} {2 ** (r['depth'] + 1) - 1:>9} {r['compile_s']:9.2f} "
-              f"{ms('pass_s')} {ms('numpy_s')} {r['numpy_s'] / r['pass_s']:7.2f} "
+              f"{ms('pass_s')} {ms('numpy_s')} {r['numpy_over_pass']:7.2f} "
               f"{r['floor_s'] * 1e3:7.2f} {r['floor_s'] / r['pass_s']:10.2f} {ms('scan_pass_s')} "
               f"{scan_compile} {ms('vmap_s')} {ms('loop_s')} {vmap_ratio} {ms('grad_s')} "
-              f"{r['grad_s'] / r['pass_s']:9.2f} {r['max_abs_diff_vs_f64']:12.2e}")
+              f"{r['grad_over_pass']:9.2f} {r['max_abs_diff_vs_f64']:12.2e}")
 
 
 # -- methods against scikit-learn ----------------------------------------------------------------
@@ -279,10 +302,10 @@ def run(quick: bool = False, depths=None) -> dict:
     d18, d20, d14 = pick(18), pick(20), pick(14, lambda d: max(k for k in d if "vmap_s" in d[k]))
     device = jax.devices()[0]
     summary = {
-        "engine_vs_numpy_d18": d18["numpy_s"] / d18["pass_s"],
+        "engine_vs_numpy_d18": d18["numpy_over_pass"],
         "engine_vs_floor_d20": d20["floor_s"] / d20["pass_s"],
-        "grad_over_forward_d18_s": d18["grad_s"] / d18["pass_s"],
-        "vmap64_vs_loop_d14": d14["loop_s"] / d14["vmap_s"],
+        "grad_over_forward_d18_s": d18["grad_over_pass"],
+        "vmap64_vs_loop_d14": d14["loop_over_vmap"],
         "grid_cv_vs_sklearn_letter": cv["ratio"],
         "route_vs_sklearn_predict_200k": routing["ratio"],
         "fit_pacbayes_spam_dyadic_s": fit["warm_s"],
