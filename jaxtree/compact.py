@@ -30,6 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxtree.layout import require_node_vectors
 from jaxtree.tree import Tree
 
 Array = jax.Array
@@ -133,6 +134,7 @@ class CompactLayout:
     def up(self, leaf: Array, split: Array, internal: Array,
            combine: Callable[[Array, Array], Array]) -> Array:
         """Bottom-up pass (one ``lax.scan`` over levels, deepest first); all ``[nodes]``."""
+        require_node_vectors("up", leaf, split, internal)
         leaf_l, split_l, int_l = (self._levels(x) for x in (leaf, split, internal))
         half = self.width // 2
 
@@ -152,6 +154,7 @@ class CompactLayout:
         """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes]``.
 
         The padding slots of level 0 have no parent: ``s = edge`` there."""
+        require_node_vectors("path_sum", edge)
         edge_l = self._levels(edge)
         top = jnp.where(jnp.arange(self.width) == 0, jnp.zeros_like(edge_l[0]), edge_l[0])
 

@@ -98,8 +98,8 @@ def _best_pruning_and_cost(leaf_cost, internal, split_cost, layout):
     # min() returns one of its arguments exactly, so best == leaf iff leaf <= split + children.
     stops = ~internal | (best == leaf)
     # A node is reached when no ancestor stopped; it is a pruning leaf if it is reached and stops.
-    stopped_above = layout.path_sum(layout.parent(stops.astype(jnp.int32)))
-    return in_tree & stops & (stopped_above == 0), best[0]
+    stopped_above = layout.path_sum(layout.parent(stops))   # bool: + is "or"
+    return in_tree & stops & ~stopped_above, best[0]
 
 
 def tree_membership(internal: Array, layout=None) -> Array:

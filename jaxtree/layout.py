@@ -73,6 +73,7 @@ class CompleteLayout:
     def up(self, leaf: Array, split: Array, internal: Array,
            combine: Callable[[Array, Array], Array]) -> Array:
         """Bottom-up pass; all arguments ``[nodes]``; returns ``[nodes]``."""
+        require_node_vectors("up", leaf, split, internal)
         leaf_l, split_l, int_l = (self._levels(x) for x in (leaf, split, internal))
         values = [None] * self.num_levels
         values[-1] = leaf_l[-1]
@@ -105,6 +106,15 @@ class CompleteLayout:
     def _levels(self, x: Array) -> list[Array]:
         """``[nodes, ...]`` → one array per level (``jnp.split``: its transpose is a concatenate)."""
         return jnp.split(x, [2 ** level - 1 for level in range(1, self.num_levels)])
+
+
+def require_node_vectors(primitive: str, *arrays) -> None:
+    """Raise unless every array is ``[nodes]`` (1-D): the pass would silently mix the nodes of
+    a ``[nodes, k]`` input. Batches go through ``jax.vmap``."""
+    shapes = [tuple(np.shape(x)) for x in arrays]
+    if any(len(shape) != 1 for shape in shapes):
+        raise ValueError(f"layout.{primitive} takes [nodes] arrays; got shapes {shapes} "
+                         "(use jax.vmap for a batch)")
 
 
 def _twice(x: Array) -> Array:

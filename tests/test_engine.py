@@ -443,6 +443,22 @@ def test_random_trees_and_huge_potentials(seed, log_scale, integer, with_split, 
 
 
 # -- the layout primitives the engine relies on -------------------------------------------------
+def test_passes_refuse_arrays_with_extra_axes():
+    # a [nodes, k] input would have its nodes mixed silently; batches go through vmap
+    from jaxtree.compact import CompactLayout
+    compact = CompactLayout.from_levels([np.array([-1]), np.array([0, 0])],
+                                        [np.array([True]), np.array([False, False])])
+    for layout in (CompleteLayout(2), compact):
+        two = jnp.zeros((layout.num_nodes, 2))
+        flat = jnp.zeros(layout.num_nodes)
+        internal = jnp.zeros(layout.num_nodes, bool)
+        with pytest.raises(ValueError, match=r"\[nodes\] arrays"):
+            layout.up(two, two, internal, jnp.logaddexp)
+        assert layout.up(flat, flat, internal, jnp.logaddexp).shape == flat.shape
+    with pytest.raises(ValueError, match=r"\[nodes\] arrays"):
+        compact.path_sum(jnp.zeros((compact.num_nodes, 2)))
+
+
 def test_complete_layout_primitives_match_a_plain_loop(precision):
     rng = np.random.default_rng(12)
     layout = CompleteLayout(3)
