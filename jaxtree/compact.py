@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxtree.layout import require_node_vectors
+from jaxtree.layout import require_node_vectors, semiring_step
 from jaxtree.tree import Tree
 
 Array = jax.Array
@@ -135,20 +135,27 @@ class CompactLayout:
            combine: Callable[[Array, Array], Array]) -> Array:
         """Bottom-up pass (one ``lax.scan`` over levels, deepest first); all ``[nodes]``."""
         require_node_vectors("up", leaf, split, internal)
-        leaf_l, split_l, int_l = (self._levels(x) for x in (leaf, split, internal))
+        return self.fold_up(semiring_step(combine), (leaf, split, internal))
+
+    def fold_up(self, step: Callable, inputs):
+        """Bottom-up pass with any per-node state, as :meth:`CompleteLayout.fold_up`: the
+        deepest level's step, then one ``lax.scan`` over the others (``x`` and ``children``
+        are ``[W]`` pytrees; padding slots get a step too and are ignored by the callers)."""
+        x = jax.tree.map(self._levels, inputs)
         half = self.width // 2
+        deepest_value, deepest_out = step(jax.tree.map(lambda v: v[-1], x), None)
 
-        def step(below, level):
-            leaf_, split_, internal_, child = level
-            pair = below.reshape(half, 2)[child // 2]          # [W, 2]: (left, right) child
-            through = split_ + (pair[:, 0] + pair[:, 1])  # same order as CompleteLayout.up
-            value = jnp.where(internal_, combine(leaf_, through), leaf_)
-            return value, value
+        def level_step(below, level):
+            x_level, child = level
+            pairs = jax.tree.map(lambda v: v.reshape(half, 2)[child // 2], below)  # [W, 2]
+            children = (jax.tree.map(lambda p: p[:, 0], pairs),
+                        jax.tree.map(lambda p: p[:, 1], pairs))
+            return step(x_level, children)
 
-        deepest = leaf_l[-1]
-        _, above = jax.lax.scan(step, deepest, (leaf_l[:-1], split_l[:-1], int_l[:-1],
-                                                self.child_pos[:-1]), reverse=True)
-        return jnp.concatenate([above.reshape(-1), deepest])
+        _, above = jax.lax.scan(level_step, deepest_value,
+                                (jax.tree.map(lambda v: v[:-1], x), self.child_pos[:-1]),
+                                reverse=True)
+        return jax.tree.map(lambda a, d: jnp.concatenate([a.reshape(-1), d]), above, deepest_out)
 
     def path_sum(self, edge: Array) -> Array:
         """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes]``.

@@ -74,15 +74,26 @@ class CompleteLayout:
            combine: Callable[[Array, Array], Array]) -> Array:
         """Bottom-up pass; all arguments ``[nodes]``; returns ``[nodes]``."""
         require_node_vectors("up", leaf, split, internal)
-        leaf_l, split_l, int_l = (self._levels(x) for x in (leaf, split, internal))
-        values = [None] * self.num_levels
-        values[-1] = leaf_l[-1]
-        for level in reversed(range(self.depth)):
-            children = values[level + 1].reshape(-1, 2)
-            through = split_l[level] + (children[:, 0] + children[:, 1])
-            values[level] = jnp.where(int_l[level], combine(leaf_l[level], through),
-                                      leaf_l[level])
-        return jnp.concatenate(values)
+        return self.fold_up(semiring_step(combine), (leaf, split, internal))
+
+    def fold_up(self, step: Callable, inputs):
+        """Bottom-up pass with any per-node state (:func:`semiring_step` gives :meth:`up`).
+
+        ``step(x, children) -> (value, out)``: ``x`` is ``inputs`` (a pytree of ``[nodes]``
+        arrays) at one level's nodes, ``children`` is ``(left, right)``, the ``value`` pytrees of
+        the level below at each node's two children (None at the deepest level); ``value`` and
+        ``out`` are pytrees of arrays over the level's nodes. Returns ``out`` over ``[nodes]``.
+        One step per level, unrolled.
+        """
+        x_levels = jax.tree.map(self._levels, inputs)
+        outs = [None] * self.num_levels
+        value = None
+        for level in reversed(range(self.num_levels)):
+            children = None if value is None else _children_of(value)
+            value, outs[level] = step(jax.tree.map(lambda v: v[level], x_levels,
+                                                   is_leaf=lambda v: isinstance(v, list)),
+                                      children)
+        return jax.tree.map(lambda *per_level: jnp.concatenate(per_level), *outs)
 
     def path_sum(self, edge: Array) -> Array:
         """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes, ...]``."""
@@ -106,6 +117,26 @@ class CompleteLayout:
     def _levels(self, x: Array) -> list[Array]:
         """``[nodes, ...]`` → one array per level (``jnp.split``: its transpose is a concatenate)."""
         return jnp.split(x, [2 ** level - 1 for level in range(1, self.num_levels)])
+
+
+def semiring_step(combine: Callable[[Array, Array], Array]) -> Callable:
+    """The :meth:`CompleteLayout.fold_up` step of ``up``: ``v = combine(leaf, split + v_L + v_R)``
+    where the node is internal, ``v = leaf`` elsewhere (and at the deepest level)."""
+    def step(x, children):
+        leaf, split, internal = x
+        if children is None:
+            return leaf, leaf
+        left, right = children
+        value = jnp.where(internal, combine(leaf, split + (left + right)), leaf)
+        return value, value
+    return step
+
+
+def _children_of(value):
+    """``(left, right)``: a level's values (pytree of ``[2m]``) at the children of the ``m``
+    nodes above (heap order: children ``2k``, ``2k+1``)."""
+    pairs = jax.tree.map(lambda v: v.reshape(-1, 2), value)
+    return jax.tree.map(lambda p: p[:, 0], pairs), jax.tree.map(lambda p: p[:, 1], pairs)
 
 
 def require_node_vectors(primitive: str, *arrays) -> None:

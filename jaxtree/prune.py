@@ -142,7 +142,7 @@ def _local_test_pruning(errors, nonempty, slack_const, slack_per_leaf, internal,
     internal = tree_membership(internal, layout) & jnp.asarray(internal, bool)
     size = nonempty.astype(errors.dtype)
 
-    def step(level, x, children):
+    def step(x, children):
         err, lsize, a, b, split = x
         if children is None:
             return (err, lsize), ~split
@@ -152,9 +152,7 @@ def _local_test_pruning(errors, nonempty, slack_const, slack_per_leaf, internal,
         stop = ~split | (err <= err_t + slack)
         return (jnp.where(stop, err, err_t), jnp.where(stop, lsize, size_t)), stop
 
-    # levels occupy consecutive slots in order (_level_starts): concatenating them gives [nodes]
-    stops = jnp.concatenate(_up_levels(
-        layout, (errors, size, slack_const, slack_per_leaf, internal), step))
+    stops = layout.fold_up(step, (errors, size, slack_const, slack_per_leaf, internal))
     return _leaves_of(stops, internal, layout)
 
 
@@ -317,8 +315,7 @@ def _min_error_per_size(errors, nonempty, internal, holdout_err, layout, max_siz
                 jnp.where(stop, -1, left))
 
     values, choice = [], []
-    for value, ch in _up_levels(layout, (errors, holdout_err, nonempty, internal), step,
-                                keep_values=True):
+    for value, ch in _up_levels(layout, (errors, holdout_err, nonempty, internal), step):
         values.append(value)
         choice.append(ch)
     root, root2 = values[0]
@@ -424,7 +421,7 @@ def min_size_srm_votes(tree: Tree, stats: NodeStats, params: dict, max_size: int
 
 
 # ---------------------------------------------------------------------------------------------
-# Level passes (shared by the knapsack and the local tests)
+# Level passes of the knapsack
 def _level_starts(layout) -> np.ndarray:
     """``[levels + 1]`` static slot bounds: level ``l`` holds slots ``starts[l] … starts[l+1]-1``.
 
@@ -444,11 +441,16 @@ def _child_positions(layout, starts, level):
     return left, left + 1
 
 
-def _up_levels(layout, inputs, step, keep_values=False):
-    """Bottom-up over levels, deepest first: ``step(level, x, children) -> (value, out)`` with
-    ``x`` the ``inputs`` pytree (``[nodes, ...]`` leaves) at the level's slots and ``children``
-    ``(left, right)``, the next level's values at each node's children (None at the deepest
-    level). Returns ``out`` per level, root level first (with ``keep_values``: ``(value, out)``)."""
+def _up_levels(layout, inputs, step):
+    """Bottom-up over levels, deepest first, unrolled: ``step(level, x, children) ->
+    (value, out)`` with ``x`` the ``inputs`` pytree (``[nodes, ...]`` leaves) at the level's
+    slots and ``children`` ``(left, right)``, the next level's values at each node's children
+    (None at the deepest level). Returns ``(value, out)`` per level, root level first.
+
+    The knapsack needs it (its tables widen level by level, so ``step`` depends on ``level``);
+    methods whose state has a fixed shape use ``layout.fold_up`` (a ``lax.scan`` on the
+    compact layout, which compiles in seconds where this unrolled loop takes minutes on the
+    paper's 400-level dyadic trees)."""
     starts = _level_starts(layout)
     results = [None] * layout.num_levels
     value = None
@@ -460,7 +462,7 @@ def _up_levels(layout, inputs, step, keep_values=False):
             children = (jax.tree_util.tree_map(lambda v: v[left], value),
                         jax.tree_util.tree_map(lambda v: v[right], value))
         value, out = step(level, x, children)
-        results[level] = (value, out) if keep_values else out
+        results[level] = (value, out)
     return results
 
 
