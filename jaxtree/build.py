@@ -20,6 +20,7 @@ be empty.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Optional
 
 import jax.numpy as jnp
@@ -99,16 +100,17 @@ def grow(Z: np.ndarray, y: Optional[np.ndarray], max_depth: int, min_split: int,
          thresholds) -> list[GrownLevel]:
     """Grow T0 level by level on scaled points ``Z`` ``[n, D]``.
 
-    ``thresholds(values, node, cells, feature, level_size)`` returns the threshold of every node
-    of the level given each point's value in its node's split feature (used for split nodes only).
-    ``cells`` is ``(lo, hi)``, each ``[m, D]``: the box of every node (the root's is ``[0, 1]^D``
-    for dyadic trees; KD trees ignore it).
+    ``thresholds(node, cells, feature, level_size, sorted_level)`` returns the threshold of every
+    node of the level (used for split nodes only). ``cells`` is ``(lo, hi)``, each ``[m, D]``: the
+    box of every node (the root's is ``[0, 1]^D`` for dyadic trees; KD trees ignore it).
+    ``sorted_level()`` gives the points' values in their node's split feature sorted by
+    (node, value), and the node of each, on demand.
     """
     n, dims = Z.shape
-    # each point's rank in every column (ties by position), computed once: sorting by
-    # (node, rank) orders each node's values, and the ranks of a subset keep their order
-    ranks = _column_ranks(Z) if split == "spread" else None
-    sorted_columns = np.sort(Z, axis=0).T.copy() if split == "spread" else None  # [D, n]
+    # each point's rank in every column (ties by position) and the sorted columns, computed once
+    # on first use: sorting integer keys (node, rank) orders each node's values, and the ranks
+    # of a subset keep their order
+    root_order = functools.cache(lambda: _column_order(Z))
     node = np.zeros(n, np.int64)          # index of each live point's node within the level
     points = np.arange(n)                 # which points are still in split nodes
     parent = np.array([-1])
@@ -123,10 +125,17 @@ def grow(Z: np.ndarray, y: Optional[np.ndarray], max_depth: int, min_split: int,
         if split == "cycle":
             feature = np.full(m, depth % dims, np.int64)
         else:
+            ranks, sorted_columns = root_order()
             feature = _widest_spread(sorted_columns, ranks[points], node, m, splits)
-        value = Z[points, feature[node]]
-        threshold = np.where(splits, thresholds(value, node, cells, feature, m), 0)
+
+        def sorted_level():
+            ranks, sorted_columns = root_order()
+            return _sorted_by_node(sorted_columns, ranks[points, feature[node]], node,
+                                   feature, m)
+
+        threshold = np.where(splits, thresholds(node, cells, feature, m, sorted_level), 0)
         threshold = threshold.astype(Z.dtype)
+        value = Z[points, feature[node]]
         levels.append(GrownLevel(parent, splits, np.where(splits, feature, 0), threshold))
         if not splits.any():
             break
@@ -194,7 +203,18 @@ def level_slots(levels: list[GrownLevel], layout) -> list[np.ndarray]:
 
 
 # ---------------------------------------------------------------------------------------------
-def _median_thresholds(value, node, cells, feature, m):
+def _sorted_by_node(sorted_columns, rank, node, feature, m):
+    """``(values, nodes)``: each point's value in its node's split feature, sorted by (node,
+    value) (ties by position), and the node at each position. ``rank`` ``[p]`` is the point's
+    rank in that feature's column of ``sorted_columns`` ``[D, n]``; one sort of integer keys."""
+    n = sorted_columns.shape[1]
+    key_type = np.int32 if m * n < 2 ** 31 else np.int64
+    keys = np.sort(node.astype(key_type) * n + rank)
+    nodes = keys // n
+    return sorted_columns[feature[nodes], keys % n], nodes
+
+
+def _median_thresholds(node, cells, feature, m, sorted_level):
     """Median of each node's values (mean of the two middle ones for an even count).
 
     Tie rule: ``<= median`` goes left, except when the median is also the node's largest value
@@ -202,20 +222,19 @@ def _median_thresholds(value, node, cells, feature, m):
     then the midpoint between the largest value below the median and the median, so the tied
     values go right. A node whose values are all equal keeps the median (its right child is empty).
     """
-    if not len(value):
-        return np.zeros(m, value.dtype)
-    order = np.lexsort((value, node))
-    sorted_values, sorted_nodes = value[order], node[order]
+    if not len(node):
+        return np.zeros(m)
+    sorted_values, sorted_nodes = sorted_level()
     count = np.bincount(node, minlength=m)
     start = np.concatenate([[0], np.cumsum(count)[:-1]])
-    last = np.minimum(start + np.maximum(count, 1) - 1, len(value) - 1)
-    low = sorted_values[np.minimum(start + (np.maximum(count, 1) - 1) // 2, len(value) - 1)]
-    high = sorted_values[np.minimum(start + np.maximum(count, 1) // 2, len(value) - 1)]
+    last = np.minimum(start + np.maximum(count, 1) - 1, len(node) - 1)
+    low = sorted_values[np.minimum(start + (np.maximum(count, 1) - 1) // 2, len(node) - 1)]
+    high = sorted_values[np.minimum(start + np.maximum(count, 1) // 2, len(node) - 1)]
     median = (low + high) / 2
-    # first position of each node's largest value, and the value just before it (if in the node)
-    ranks = np.unique(sorted_values, return_inverse=True)[1]
-    key = sorted_nodes * (ranks.max() + 2) + ranks
-    first_of_max = np.searchsorted(key, np.arange(m) * (ranks.max() + 2) + ranks[last])
+    # first position of each node's largest value (its copies end the node's run), and the
+    # value just before it (if in the node)
+    is_max = sorted_values == sorted_values[last][sorted_nodes]
+    first_of_max = start + count - np.bincount(sorted_nodes[is_max], minlength=m)
     below = sorted_values[np.maximum(first_of_max - 1, 0)]
     has_below = first_of_max > start
     degenerate = (median >= sorted_values[last]) & has_below
@@ -223,19 +242,21 @@ def _median_thresholds(value, node, cells, feature, m):
     return np.where(count > 0, threshold, 0)
 
 
-def _midpoint_thresholds(value, node, cells, feature, m):
+def _midpoint_thresholds(node, cells, feature, m, sorted_level):
     """Midpoint of each node's cell in its split feature."""
     lo, hi = cells
     rows = np.arange(m)
     return (lo[rows, feature] + hi[rows, feature]) / 2
 
 
-def _column_ranks(Z):
-    """``[n, D]`` int: each value's rank in its column (ties in order of position)."""
-    order = np.argsort(Z, axis=0, kind="stable")
+def _column_order(Z):
+    """``(ranks [n, D], sorted_columns [D, n])``: each value's rank in its column (ties in order
+    of position) and every column sorted (one stable argsort per column, on contiguous rows)."""
+    columns = np.ascontiguousarray(Z.T)
+    order = np.argsort(columns, axis=1, kind="stable")
     ranks = np.empty(order.shape, np.int32 if Z.shape[0] < 2 ** 31 else np.int64)
-    np.put_along_axis(ranks, order, np.arange(Z.shape[0])[:, None], axis=0)
-    return ranks
+    np.put_along_axis(ranks, order, np.arange(Z.shape[0]), axis=1)
+    return ranks.T, np.take_along_axis(columns, order, axis=1)
 
 
 def _widest_spread(sorted_columns, ranks, node, m, splits):
@@ -243,7 +264,7 @@ def _widest_spread(sorted_columns, ranks, node, m, splits):
     the widest range when every interquartile range is 0).
 
     ``sorted_columns`` ``[D, n]``: every column of the root's points sorted; ``ranks`` ``[p, D]``:
-    each live point's rank in each column (:func:`_column_ranks`); ``node`` ``[p]``.
+    each live point's rank in each column (:func:`_column_order`); ``node`` ``[p]``.
 
     The interquartile range, not the range: on standardized features a coordinate that is almost
     always 0 has a huge range from its few non-zero values, and a range rule keeps cutting those
