@@ -110,7 +110,7 @@ def grow(Z: np.ndarray, y: Optional[np.ndarray], max_depth: int, min_split: int,
     # each point's rank in every column (ties by position) and the sorted columns, computed once
     # on first use: sorting integer keys (node, rank) orders each node's values, and the ranks
     # of a subset keep their order
-    root_order = functools.cache(lambda: _column_order(Z))
+    root_order = functools.cache(lambda: column_order(Z))
     node = np.zeros(n, np.int64)          # index of each live point's node within the level
     points = np.arange(n)                 # which points are still in split nodes
     parent = np.array([-1])
@@ -249,7 +249,7 @@ def _midpoint_thresholds(node, cells, feature, m, sorted_level):
     return (lo[rows, feature] + hi[rows, feature]) / 2
 
 
-def _column_order(Z):
+def column_order(Z):
     """``(ranks [n, D], sorted_columns [D, n])``: each value's rank in its column (ties in order
     of position) and every column sorted (one stable argsort per column, on contiguous rows)."""
     columns = np.ascontiguousarray(Z.T)
@@ -264,7 +264,7 @@ def _widest_spread(sorted_columns, ranks, node, m, splits):
     the widest range when every interquartile range is 0).
 
     ``sorted_columns`` ``[D, n]``: every column of the root's points sorted; ``ranks`` ``[p, D]``:
-    each live point's rank in each column (:func:`_column_order`); ``node`` ``[p]``.
+    each live point's rank in each column (:func:`column_order`); ``node`` ``[p]``.
 
     The interquartile range, not the range: on standardized features a coordinate that is almost
     always 0 has a huge range from its few non-zero values, and a range rule keeps cutting those

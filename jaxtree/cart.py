@@ -25,7 +25,7 @@ from typing import Optional
 
 import numpy as np
 
-from jaxtree.build import GrownLevel, check_features, check_labels, pack
+from jaxtree.build import GrownLevel, check_features, check_labels, column_order, pack
 from jaxtree.tree import Tree
 
 CRITERIA = ("gini", "entropy")
@@ -67,7 +67,7 @@ def grow_cart(X: np.ndarray, y: np.ndarray, max_depth: Optional[int], min_split:
     """Grow the CART tree level by level; returns the levels for :func:`jaxtree.build.pack`."""
     n = X.shape[0]
     num_classes = int(y.max()) + 1
-    rank = np.argsort(np.argsort(X, axis=0, kind="stable"), axis=0)   # [n, D] order of values
+    rank = column_order(X)[0]             # [n, D] each value's rank in its column
     node = np.zeros(n, np.int64)          # node of each live point within the level
     points = np.arange(n)                 # points still in nodes that split
     parent = np.array([-1])
@@ -136,9 +136,15 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
     n_left = np.arange(len(node)) - start + 1
     n_right = size[sorted_node] - n_left
     h_total = h(counts).sum(axis=1)[sorted_node]
-    node_key = node.astype(np.int64) * (rank.max() + 1)
+    # sort (node, value) as integer keys (node, rank): np.sort of int32 keys, then each key's
+    # point through the inverse of the ranks (ranks are distinct), ~3x an int64 argsort
+    n_total = int(rank.max()) + 1
+    key_type = np.int32 if m * n_total < 2 ** 31 else np.int64
+    node_key = node.astype(key_type) * n_total
+    point_of_rank = np.empty(n_total, np.int64)
     for f in range(X.shape[0]):
-        order = np.argsort(node_key + rank[f])
+        point_of_rank[rank[f]] = np.arange(len(node))
+        order = point_of_rank[np.sort(node_key + rank[f]) % n_total]
         value, label = X[f, order], y[order]
         seen = _earlier_same_class(sorted_node, label, counts.shape[1])   # L_c before the point
         remaining = counts[sorted_node, label] - seen                      # R_c before the point
