@@ -10,9 +10,11 @@ says which slot holds which node and provides the only four operations the engin
 * ``sibling(x)`` — ``x`` at the other child of each node's parent;
 * ``parent(x)`` — ``x`` at each node's parent (the root maps to itself).
 
-The methods (PAC-Bayes, pruning, ...) only ever call these through :mod:`jaxtree.engine`, so a
-second layout (a level-compacted one for trees hundreds of levels deep) plugs in by implementing
-the same four methods.
+``up`` is the semiring case of ``fold_up(step, inputs)``, a bottom-up pass with any per-node state
+(the local-test prunings of :mod:`jaxtree.prune` use it directly). The methods (PAC-Bayes,
+pruning, ...) only ever call these through :mod:`jaxtree.engine` or ``fold_up``, so a second
+layout (a level-compacted one for trees hundreds of levels deep) plugs in by implementing the
+same methods.
 
 :class:`CompleteLayout` is the complete binary tree of static depth ``D0`` in heap order: node 0
 is the root, node ``i`` has children ``2i+1`` and ``2i+2``, level ``l`` holds nodes
