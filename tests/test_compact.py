@@ -262,3 +262,40 @@ def test_padding_a_compact_tree_changes_no_result():
     np.testing.assert_allclose(results[0][1], results[1][1], atol=1e-6)
     with pytest.raises(ValueError, match="cannot pad"):
         pad_compact(tree, tree.num_levels - 1, tree.width)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_fold_up_matches_a_plain_recursion_on_both_layouts(seed):
+    # a pytree state: (number of leaves, height) of each node's subtree, and an int output
+    levels = random_levels(seed, 5)
+    rng = np.random.default_rng(seed)
+    weight = [rng.integers(1, 9, size=len(level.internal)) for level in levels]
+
+    def reference(level, index):
+        if not levels[level].internal[index]:
+            return 1, 0
+        child = 2 * (np.cumsum(levels[level].internal)[index] - 1)
+        (ll, lh), (rl, rh) = reference(level + 1, child), reference(level + 1, child + 1)
+        return ll + rl, 1 + max(lh, rh)
+
+    def step(x, children):
+        w, internal = x
+        if children is None:
+            return (jnp.ones_like(w), jnp.zeros_like(w)), w
+        (ll, lh), (rl, rh) = children
+        leaves = jnp.where(internal, ll + rl, 1)
+        height = jnp.where(internal, 1 + jnp.maximum(lh, rh), 0)
+        return (leaves, height), w * leaves + height
+
+    for layout in ("complete", "compact"):
+        tree = packed(levels, layout)
+        slots = level_slots(levels, tree.layout)
+        w_flat = np.zeros(tree.layout.num_nodes, np.int32)
+        for s, w in zip(slots, weight):
+            w_flat[s] = w
+        out = np.asarray(jax.jit(lambda w, i, lay: lay.fold_up(step, (w, i)))(
+            jnp.asarray(w_flat), tree.internal, tree.layout))
+        for level, (s, w) in enumerate(zip(slots, weight)):
+            for index in range(len(s)):
+                leaves, height = reference(level, index)
+                assert out[s[index]] == w[index] * leaves + height, (layout, level, index)
