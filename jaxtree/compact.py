@@ -207,9 +207,12 @@ def pad_compact(tree: Tree, levels: int, width: int) -> Tree:
                            jnp.asarray(parent_pos, jnp.int32), levels - 1, width)
 
     def grid(x):
-        return jnp.pad(x.reshape(shape), pad).reshape(-1)
+        """``[nodes, ...]`` → the padded layout's ``[nodes', ...]`` (new slots 0)."""
+        rest = x.shape[1:]
+        return jnp.pad(x.reshape(*shape, *rest), pad + ((0, 0),) * len(rest)).reshape(-1, *rest)
 
     return Tree(feature=grid(tree.feature), threshold=grid(tree.threshold),
                 internal=grid(tree.internal), left_child=padded.left_child(),
                 node_depth=jnp.asarray(padded.node_depth(), jnp.int32), shift=tree.shift,
-                inv_scale=tree.inv_scale, layout=padded, clip=tree.clip)
+                inv_scale=tree.inv_scale, layout=padded, clip=tree.clip,
+                coef=None if tree.coef is None else grid(tree.coef))

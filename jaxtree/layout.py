@@ -32,6 +32,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxtree.tree import Tree
+
 Array = jax.Array
 
 
@@ -163,6 +165,31 @@ def complete_layout_for(num_nodes: int) -> CompleteLayout:
             f"an array of {num_nodes} nodes is not a complete heap layout (2**(D0+1) - 1 nodes); "
             "pass layout=tree.layout for other layouts")
     return CompleteLayout(depth)
+
+
+def pad_complete(tree: Tree, depth: int, num_features: int) -> Tree:
+    """The same T0 (a tree in a complete layout) in the complete layout of
+    ``depth`` >= its own, with ``num_features`` >= its own: in the heap a node keeps its slot in a
+    deeper layout, so padding appends slots that are not internal, and features gain zero columns
+    (never split on). Every result on the tree's nodes is unchanged."""
+    if not isinstance(tree.layout, CompleteLayout):
+        raise ValueError("pad_complete pads trees in the complete layout "
+                         "(jaxtree.compact.pad_compact pads compact ones)")
+    if depth < tree.layout.depth or num_features < tree.num_features:
+        raise ValueError(f"cannot pad a tree of depth {tree.layout.depth} with "
+                         f"{tree.num_features} features to depth {depth} and {num_features}")
+    layout = CompleteLayout(depth)
+    extra = layout.num_nodes - tree.num_nodes
+    more = num_features - tree.num_features
+    coef = None if tree.coef is None else jnp.pad(tree.coef, ((0, extra), (0, more)))
+    return Tree(feature=jnp.pad(tree.feature, (0, extra)),
+                threshold=jnp.pad(tree.threshold, (0, extra)),
+                internal=jnp.pad(tree.internal, (0, extra)),
+                left_child=jnp.asarray(layout.left_child(), jnp.int32),
+                node_depth=jnp.asarray(layout.node_depth(), jnp.int32),
+                shift=jnp.pad(tree.shift, (0, more)),
+                inv_scale=jnp.pad(tree.inv_scale, (0, more), constant_values=1),
+                layout=layout, clip=tree.clip, coef=coef)
 
 
 def resolve_layout(layout, node_array):

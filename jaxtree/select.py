@@ -37,7 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxtree.layout import CompleteLayout
+from jaxtree.layout import CompleteLayout, pad_complete
 from jaxtree.pacbayes import pacbayes_log_weights
 from jaxtree.stats import NodeStats, stats_from_paths
 from jaxtree.tree import Tree, route
@@ -469,7 +469,7 @@ def stack_problems(trees, Xs, ys, weights=None):
     depth = max(t.depth for t in trees)
     dims = max(np.shape(X)[1] for X in Xs)
     n = max(len(y) for y in ys)
-    padded = [_pad_tree(t, depth, dims) for t in trees]
+    padded = [pad_complete(t, depth, dims) for t in trees]
     tree = jax.tree.map(lambda *a: jnp.stack(a), *padded)
     X = jnp.stack([jnp.pad(jnp.asarray(X, tree.threshold.dtype),
                            ((0, n - len(X)), (0, dims - np.shape(X)[1]))) for X in Xs])
@@ -522,17 +522,3 @@ def batch_fit_scores(tree: Tree, X: Array, y: Array, weight: Array, params: dict
 def _with_fixed(grid: dict, fixed: Optional[dict]) -> dict:
     size = jax.tree.leaves(grid)[0].shape[0]
     return {**{k: jnp.full(size, v) for k, v in (fixed or {}).items()}, **grid}
-
-
-def _pad_tree(tree: Tree, depth: int, dims: int) -> Tree:
-    layout = CompleteLayout(depth)
-    extra = layout.num_nodes - tree.num_nodes
-    more = dims - tree.num_features
-    return Tree(feature=jnp.pad(tree.feature, (0, extra)),
-                threshold=jnp.pad(tree.threshold, (0, extra)),
-                internal=jnp.pad(tree.internal, (0, extra)),
-                left_child=jnp.asarray(layout.left_child(), jnp.int32),
-                node_depth=jnp.asarray(layout.node_depth(), jnp.int32),
-                shift=jnp.pad(tree.shift, (0, more)),
-                inv_scale=jnp.pad(tree.inv_scale, (0, more), constant_values=1),
-                layout=layout, clip=tree.clip)

@@ -299,3 +299,26 @@ def test_fold_up_matches_a_plain_recursion_on_both_layouts(seed):
             for index in range(len(s)):
                 leaves, height = reference(level, index)
                 assert out[s[index]] == w[index] * leaves + height, (layout, level, index)
+
+
+def test_padding_keeps_an_oblique_tree():
+    # both padders must carry the hyperplanes (coef) of an oblique tree, or routing goes wrong
+    from jaxtree.layout import pad_complete
+    X, y = load_csv("spam")
+    X, y = X[:300, :6], y[:300]
+    complete = jaxtree.oblique_tree(X, y, max_depth=4, method="moc1")
+    assert complete.coef is not None and isinstance(complete.layout, CompleteLayout)
+    compact = jaxtree.oblique_tree(X, y, max_depth=4, method="moc1", layout="compact")
+    wider = np.pad(X, ((0, 0), (0, 2)))
+    cases = [(complete, pad_complete(complete, complete.depth + 2, 8), X, wider),
+             (compact, pad_compact(compact, compact.num_levels + 2, compact.width + 4), X, X)]
+    for tree, padded, X_tree, X_padded in cases:
+        assert padded.coef.shape == (padded.num_nodes, X_padded.shape[1])
+        stats = jaxtree.node_stats(tree, X_tree, y, 2)
+        padded_stats = jaxtree.node_stats(padded, X_padded, y, 2)
+        # the same partition: every point reaches a node with the same statistics
+        np.testing.assert_array_equal(
+            np.asarray(stats.counts)[np.asarray(jaxtree.leaf_of(tree, X_tree))],
+            np.asarray(padded_stats.counts)[np.asarray(jaxtree.leaf_of(padded, X_padded))])
+    with pytest.raises(ValueError, match="cannot pad"):
+        pad_complete(complete, complete.depth - 1, 6)
