@@ -14,6 +14,7 @@ from typing import Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxtree.tree import Tree, route
 
@@ -53,7 +54,6 @@ class NodeStats:
         return self.total[0]
 
 
-@functools.partial(jax.jit, static_argnames="num_classes")
 def node_stats(tree: Tree, X: Array, y: Array, num_classes: int,
                sample_weight: Optional[Array] = None) -> NodeStats:
     """Class counts, labels and errors of ``(X, y)`` at every node of ``tree``.
@@ -67,9 +67,37 @@ def node_stats(tree: Tree, X: Array, y: Array, num_classes: int,
 
     Returns:
       :class:`NodeStats` with ``counts [nodes, L]`` and ``label [nodes]``.
+
+    Raises:
+      ValueError: on shapes that do not fit the tree, and on labels outside ``0..L-1`` (checked
+        when ``y`` is concrete; under your own ``jit`` such points would silently count nowhere).
     """
+    _check_sample(tree, X, y, num_classes, sample_weight)
+    return _node_stats(tree, X, y, num_classes, sample_weight)
+
+
+@functools.partial(jax.jit, static_argnames="num_classes")
+def _node_stats(tree, X, y, num_classes, sample_weight):
     path, on_path = route(tree, X)
     return stats_from_paths(tree, path, on_path, y, num_classes, sample_weight)
+
+
+def _check_sample(tree, X, y, num_classes, sample_weight):
+    n_features = tree.num_features
+    if np.ndim(X) != 2 or np.shape(X)[1] != n_features:
+        raise ValueError(f"X must be [n, {n_features}] for this tree; got shape {np.shape(X)}")
+    n = np.shape(X)[0]
+    if np.shape(y) != (n,):
+        raise ValueError(f"y must be [n] = [{n}] like X; got shape {np.shape(y)}")
+    if sample_weight is not None and np.shape(sample_weight) != (n,):
+        raise ValueError(f"sample_weight must be [{n}]; got shape {np.shape(sample_weight)}")
+    try:
+        labels = np.asarray(y)
+    except jax.errors.TracerArrayConversionError:   # traced inside a caller's jit: no values
+        return
+    if n and (labels.min() < 0 or labels.max() >= num_classes):
+        raise ValueError(f"labels must lie in 0..num_classes-1 = 0..{num_classes - 1}; got "
+                         f"{labels.min()}..{labels.max()}")
 
 
 def stats_from_paths(tree: Tree, path: Array, on_path: Array, y: Array, num_classes: int,

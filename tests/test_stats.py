@@ -7,6 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import jaxtree
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.layout import CompleteLayout
 from jaxtree.stats import node_labels, node_stats
@@ -129,3 +130,20 @@ def test_random_samples_match_a_loop(seed, n, classes, distinct, kind):
         counts, label, errors = reference_stats(tree, sample_X, y, 3)
         assert_stats_equal(stats, counts, label, errors)
         assert (np.asarray(stats.errors) >= 0).all()
+
+
+def test_bad_samples_are_clear_errors():
+    X = np.random.default_rng(0).normal(size=(30, 3)).astype(np.float32)
+    y = np.arange(30) % 3
+    tree = jaxtree.kd_tree(X, 3, y=y)
+    with pytest.raises(ValueError, match="labels must lie in"):
+        jaxtree.node_stats(tree, X, y, 2)            # label 2 would count nowhere
+    with pytest.raises(ValueError, match=r"X must be \[n, 3\]"):
+        jaxtree.node_stats(tree, X[:, :2], y, 3)
+    with pytest.raises(ValueError, match="y must be"):
+        jaxtree.node_stats(tree, X, y[:-1], 3)
+    with pytest.raises(ValueError, match="sample_weight"):
+        jaxtree.node_stats(tree, X, y, 3, sample_weight=np.ones(29))
+    # inside a caller's jit the labels are not concrete: shapes are still checked, values not
+    total = jax.jit(lambda y: jaxtree.node_stats(tree, X, y, 3).total[0])(jnp.asarray(y))
+    assert float(total) == 30
