@@ -70,6 +70,11 @@ def vote(tree: Tree, label: Array, log_weights: Array, X: Array, num_classes: in
     Returns:
       ``[n, L]`` float scores.
     """
+    nodes = (tree.num_nodes,)
+    if label.shape != nodes or log_weights.shape != nodes:
+        # a gather past the end would clamp silently
+        raise ValueError(f"label and log_weights must be [nodes] = {list(nodes)} for this tree; "
+                         f"got {list(label.shape)} and {list(log_weights.shape)}")
     path, on_path = route(tree, X)
     return scores_from_paths(path, on_path, label, log_weights, num_classes)
 

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import jaxtree
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.engine import log_partition, subtree_log_weights, tree_membership
 from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_potentials,
@@ -185,3 +186,14 @@ def test_pipeline_properties(seed, classes, distinct, log_lam, kind):
     np.testing.assert_allclose(scores.sum(axis=1), 1.0, atol=1e-9)
     if classes == 1:
         np.testing.assert_allclose(scores[:, 0], 1.0)
+
+
+def test_vote_refuses_arrays_of_another_tree():
+    X = np.random.default_rng(0).normal(size=(40, 2)).astype(np.float32)
+    y = np.arange(40) % 2
+    tree = jaxtree.kd_tree(X, 3, y=y)
+    stats = jaxtree.node_stats(tree, X, y, 2)
+    log_w = jaxtree.pacbayes_log_weights(tree, stats, 1.0, 1.0)
+    with pytest.raises(ValueError, match=r"\[nodes\]"):
+        jaxtree.vote(tree, stats.label, log_w[:-2], X, 2)
+    assert jaxtree.vote(tree, stats.label, log_w, X, 2).shape == (40, 2)
