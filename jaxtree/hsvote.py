@@ -26,7 +26,7 @@ import jax.numpy as jnp
 
 from jaxtree.engine import subtree_log_weights, tree_membership
 from jaxtree.stats import NodeStats
-from jaxtree.tree import Tree, route
+from jaxtree.tree import Tree, check_node_arrays, route
 
 Array = jax.Array
 
@@ -88,6 +88,7 @@ def hs_vote(tree: Tree, estimates: Array, log_weights: Array, X: Array) -> Array
       log_weights: ``[nodes]`` (:func:`hs_log_weights`).
       X: ``[n, D]`` points.
     """
+    check_node_arrays(tree, estimates=estimates, log_weights=log_weights)
     path, on_path = route(tree, X)
     weight = jnp.where(on_path, jnp.exp(log_weights[path]), 0.0)
     return jnp.sum(weight * estimates[path], axis=1)

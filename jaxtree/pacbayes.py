@@ -18,7 +18,7 @@ import jax.numpy as jnp
 
 from jaxtree.engine import subtree_log_weights, tree_membership
 from jaxtree.stats import NodeStats
-from jaxtree.tree import Tree, route
+from jaxtree.tree import Tree, check_node_arrays, route
 
 Array = jax.Array
 
@@ -70,11 +70,7 @@ def vote(tree: Tree, label: Array, log_weights: Array, X: Array, num_classes: in
     Returns:
       ``[n, L]`` float scores.
     """
-    nodes = (tree.num_nodes,)
-    if label.shape != nodes or log_weights.shape != nodes:
-        # a gather past the end would clamp silently
-        raise ValueError(f"label and log_weights must be [nodes] = {list(nodes)} for this tree; "
-                         f"got {list(label.shape)} and {list(log_weights.shape)}")
+    check_node_arrays(tree, label=label, log_weights=log_weights)
     path, on_path = route(tree, X)
     return scores_from_paths(path, on_path, label, log_weights, num_classes)
 

@@ -78,6 +78,15 @@ class Tree:
         return self.shift.shape[0]
 
 
+def check_node_arrays(tree: Tree, **arrays) -> None:
+    """Raise unless every named array is ``[nodes]`` for ``tree`` (shapes are static, so this
+    works under ``jit``): a gather past the end of a shorter array would clamp silently."""
+    wrong = {name: list(a.shape) for name, a in arrays.items() if a.shape != (tree.num_nodes,)}
+    if wrong:
+        raise ValueError(f"{', '.join(wrong)} must be [nodes] = [{tree.num_nodes}] for this "
+                         f"tree; got {wrong}")
+
+
 def scale_points(tree: Tree, X: Array) -> Array:
     """``[n, D]`` → ``[n, D]``: the builder's scaling (and clipping, for dyadic trees)."""
     Z = (jnp.asarray(X, tree.threshold.dtype) - tree.shift) * tree.inv_scale

@@ -114,3 +114,12 @@ def test_estimator_matches_functional_path_and_refuses_multiclass():
     assert model.score(X, y) > 0.9
     with pytest.raises(ValueError, match="two classes"):
         jaxtree.HSVoteClassifier().fit(X, np.arange(200) % 3)
+
+
+def test_hs_vote_refuses_arrays_of_another_tree():
+    X = np.random.default_rng(0).normal(size=(40, 2)).astype(np.float32)
+    y = np.arange(40) % 2
+    tree = jaxtree.kd_tree(X, 3, y=y)
+    estimates = jnp.full(tree.num_nodes, 0.5)
+    with pytest.raises(ValueError, match=r"log_weights must be \[nodes\]"):
+        hsvote.hs_vote(tree, estimates, jnp.zeros(tree.num_nodes - 2), X)
