@@ -203,13 +203,21 @@ def level_slots(levels: list[GrownLevel], layout) -> list[np.ndarray]:
 
 
 # ---------------------------------------------------------------------------------------------
+def sorted_node_rank_keys(node, rank, m: int, n: int) -> np.ndarray:
+    """Keys ``node·n + rank`` sorted along the last axis: points ordered by node, then by value
+    (``rank < n``: a value's rank in its column, :func:`column_order`; ``node < m``). Decode with
+    ``keys // n`` (node) and ``keys % n`` (rank). int32 keys when they fit: they sort about 2x
+    faster than int64, and sorting integers beats an argsort of (node, value) pairs."""
+    key_type = np.int32 if m * n < 2 ** 31 else np.int64
+    return np.sort(node.astype(key_type) * n + rank, axis=-1)
+
+
 def _sorted_by_node(sorted_columns, rank, node, feature, m):
     """``(values, nodes)``: each point's value in its node's split feature, sorted by (node,
     value) (ties by position), and the node at each position. ``rank`` ``[p]`` is the point's
-    rank in that feature's column of ``sorted_columns`` ``[D, n]``; one sort of integer keys."""
+    rank in that feature's column of ``sorted_columns`` ``[D, n]``."""
     n = sorted_columns.shape[1]
-    key_type = np.int32 if m * n < 2 ** 31 else np.int64
-    keys = np.sort(node.astype(key_type) * n + rank)
+    keys = sorted_node_rank_keys(node, rank, m, n)
     nodes = keys // n
     return sorted_columns[feature[nodes], keys % n], nodes
 
@@ -277,8 +285,7 @@ def _widest_spread(sorted_columns, ranks, node, m, splits):
     nc = node[chosen]
     # sort every column within each node: key = node, then the value's rank in its column
     n = sorted_columns.shape[1]
-    key_type = np.int32 if m * n < 2 ** 31 else np.int64   # int32 sorts about 2x faster
-    keys = np.sort((nc[:, None].astype(key_type) * n + ranks[chosen]).T, axis=1)  # [D, p]
+    keys = sorted_node_rank_keys(nc, ranks[chosen].T, m, n)                # [D, p]
     sorted_cols = np.take_along_axis(sorted_columns, keys % n, axis=1).T  # [p, D]
     nodes = np.flatnonzero(splits)
     count = np.bincount(nc, minlength=m)[nodes]

@@ -25,7 +25,8 @@ from typing import Optional
 
 import numpy as np
 
-from jaxtree.build import GrownLevel, check_features, check_labels, column_order, pack
+from jaxtree.build import (GrownLevel, check_features, check_labels, column_order, pack,
+                           sorted_node_rank_keys)
 from jaxtree.tree import Tree
 
 CRITERIA = ("gini", "entropy")
@@ -136,15 +137,13 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
     n_left = np.arange(len(node)) - start + 1
     n_right = size[sorted_node] - n_left
     h_total = h(counts).sum(axis=1)[sorted_node]
-    # sort (node, value) as integer keys (node, rank): np.sort of int32 keys, then each key's
-    # point through the inverse of the ranks (ranks are distinct), ~3x an int64 argsort
+    # order by (node, value): sorted integer keys (node, rank), then each key's point through the
+    # inverse of the ranks (distinct within a column), ~3x an int64 argsort
     n_total = int(rank.max()) + 1
-    key_type = np.int32 if m * n_total < 2 ** 31 else np.int64
-    node_key = node.astype(key_type) * n_total
     point_of_rank = np.empty(n_total, np.int64)
     for f in range(X.shape[0]):
         point_of_rank[rank[f]] = np.arange(len(node))
-        order = point_of_rank[np.sort(node_key + rank[f]) % n_total]
+        order = point_of_rank[sorted_node_rank_keys(node, rank[f], m, n_total) % n_total]
         value, label = X[f, order], y[order]
         seen = _earlier_same_class(sorted_node, label, counts.shape[1])   # L_c before the point
         remaining = counts[sorted_node, label] - seen                      # R_c before the point
