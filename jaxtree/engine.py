@@ -120,19 +120,21 @@ def _log_weights_and_partition(leaf_potential, internal, split_potential, layout
 @jax.custom_jvp
 def _weights(leaf, split, internal, in_tree, layout):
     """``(log w [nodes], log β(root))`` from clean potentials (0 on padding)."""
-    log_w, log_z, _, _ = _weights_and_beta(leaf, split, internal, in_tree, layout)
+    log_w, log_z, _, _ = _weights_and_odds(leaf, split, internal, in_tree, layout)
     return log_w, log_z
 
 
-def _weights_and_beta(leaf, split, internal, in_tree, layout):
+def _weights_and_odds(leaf, split, internal, in_tree, layout):
+    """``(log w, log β(root), logit, log reach)``: the weights, the log normaliser, and what the
+    tangent rule reuses — at every node the log-odds that its parent splits, and ``log r(A)``."""
     log_beta = layout.up(leaf, split, internal, logaddexp)
     # log w(A) = log P(A is in the pruning) + log P(A stops | A is in): both from local
     # log-probabilities, never from log α(A) − log β(root), a difference of two numbers of size
     # |log Z| that float32 rounds at |log Z|·6e-8 (SPEC §2's α, β give the same value exactly).
-    log_reach = layout.path_sum(jnp.where(_children(in_tree), log_sigmoid(
-        _split_log_odds_of_parent(leaf, split, log_beta, layout)), 0))
+    logit = _split_log_odds_of_parent(leaf, split, log_beta, layout)
+    log_reach = layout.path_sum(jnp.where(_children(in_tree), log_sigmoid(logit), 0))
     log_w = jnp.where(in_tree, leaf - log_beta + log_reach, -jnp.inf)
-    return log_w, log_beta[0], log_beta, log_reach
+    return log_w, log_beta[0], logit, log_reach
 
 
 def _split_log_odds_of_parent(leaf, split, log_beta, layout):
@@ -169,11 +171,10 @@ def _weights_jvp(primals, tangents):
     """
     leaf, split, internal, in_tree, layout = primals
     d_leaf, d_split = tangents[0], tangents[1]
-    log_w, log_z, log_beta, log_reach = _weights_and_beta(*primals)
+    # logit: log-odds that the parent of each node splits; r(A) = Π over the path of sigmoid
+    log_w, log_z, logit, log_reach = _weights_and_odds(*primals)
     parent = layout.parent
     child = _children(in_tree)
-    # log-odds that the parent of each node splits; r(A) = Π over the path of sigmoid(logit)
-    logit = _split_log_odds_of_parent(leaf, split, log_beta, layout)
     reach = jnp.where(in_tree, jnp.exp(log_reach), 0)
     # w(parent)·da(parent) + s(parent)·db(parent), half carried by each child (s(parent) = r(A))
     from_parent = jnp.where(child, 0.5 * (parent(reach) * jax.nn.sigmoid(-logit) * parent(d_leaf)
