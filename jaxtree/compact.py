@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxtree.layout import require_node_vectors, semiring_step
+from jaxtree.layout import children_of, require_node_vectors, semiring_step
 from jaxtree.tree import Tree
 
 Array = jax.Array
@@ -147,10 +147,9 @@ class CompactLayout:
 
         def level_step(below, level):
             x_level, child = level
-            pairs = jax.tree.map(lambda v: v.reshape(half, 2)[child // 2], below)  # [W, 2]
-            children = (jax.tree.map(lambda p: p[:, 0], pairs),
-                        jax.tree.map(lambda p: p[:, 1], pairs))
-            return step(x_level, children)
+            # each slot's (left, right) child pair, laid out as a heap level: [W, 2] -> [2W]
+            pairs = jax.tree.map(lambda v: v.reshape(half, 2)[child // 2].reshape(-1), below)
+            return step(x_level, children_of(pairs))
 
         _, above = jax.lax.scan(level_step, deepest_value,
                                 (jax.tree.map(lambda v: v[:-1], x), self.child_pos[:-1]),

@@ -93,7 +93,7 @@ class CompleteLayout:
         outs = [None] * self.num_levels
         value = None
         for level in reversed(range(self.num_levels)):
-            children = None if value is None else _children_of(value)
+            children = None if value is None else children_of(value)
             value, outs[level] = step(jax.tree.map(lambda v: v[level], x_levels,
                                                    is_leaf=lambda v: isinstance(v, list)),
                                       children)
@@ -136,7 +136,7 @@ def semiring_step(combine: Callable[[Array, Array], Array]) -> Callable:
     return step
 
 
-def _children_of(value):
+def children_of(value):
     """``(left, right)``: a level's values (pytree of ``[2m]``) at the children of the ``m``
     nodes above (heap order: children ``2k``, ``2k+1``)."""
     pairs = jax.tree.map(lambda v: v.reshape(-1, 2), value)
