@@ -135,12 +135,14 @@ class CompactLayout:
            combine: Callable[[Array, Array], Array]) -> Array:
         """Bottom-up pass (one ``lax.scan`` over levels, deepest first); all ``[nodes]``."""
         require_node_vectors("up", leaf, split, internal)
-        return self.fold_up(semiring_step(combine), (leaf, split, internal))
+        _, out = self.fold_up(semiring_step(combine), (leaf, split, internal))
+        return out
 
     def fold_up(self, step: Callable, inputs):
         """Bottom-up pass with any per-node state, as :meth:`CompleteLayout.fold_up`: the
         deepest level's step, then one ``lax.scan`` over the others (``x`` and ``children``
-        are ``[W]`` pytrees; padding slots get a step too and are ignored by the callers)."""
+        are ``[W]`` pytrees; padding slots get a step too and are ignored by the callers).
+        Returns ``(value at the root, out over [nodes])``."""
         x = jax.tree.map(self._levels, inputs)
         half = self.width // 2
         deepest_value, deepest_out = step(jax.tree.map(lambda v: v[-1], x), None)
@@ -151,10 +153,12 @@ class CompactLayout:
             pairs = jax.tree.map(lambda v: v.reshape(half, 2)[child // 2].reshape(-1), below)
             return step(x_level, children_of(pairs))
 
-        _, above = jax.lax.scan(level_step, deepest_value,
-                                (jax.tree.map(lambda v: v[:-1], x), self.child_pos[:-1]),
-                                reverse=True)
-        return jax.tree.map(lambda a, d: jnp.concatenate([a.reshape(-1), d]), above, deepest_out)
+        top, above = jax.lax.scan(level_step, deepest_value,
+                                  (jax.tree.map(lambda v: v[:-1], x), self.child_pos[:-1]),
+                                  reverse=True)
+        return (jax.tree.map(lambda v: v[0], top),
+                jax.tree.map(lambda a, d: jnp.concatenate([a.reshape(-1), d]), above,
+                             deepest_out))
 
     def path_sum(self, edge: Array) -> Array:
         """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes]``.

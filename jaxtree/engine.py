@@ -120,28 +120,40 @@ def _log_weights_and_partition(leaf_potential, internal, split_potential, layout
 @jax.custom_jvp
 def _weights(leaf, split, internal, in_tree, layout):
     """``(log w [nodes], log β(root))`` from clean potentials (0 on padding)."""
-    log_w, log_z, _, _ = _weights_and_odds(leaf, split, internal, in_tree, layout)
+    log_w, log_z, _, _ = _weights_and_reach(leaf, split, internal, in_tree, layout)
     return log_w, log_z
 
 
-def _weights_and_odds(leaf, split, internal, in_tree, layout):
-    """``(log w, log β(root), logit, log reach)``: the weights, the log normaliser, and what the
-    tangent rule reuses — at every node the log-odds that its parent splits, and ``log r(A)``."""
-    log_beta = layout.up(leaf, split, internal, logaddexp)
+def _weights_and_reach(leaf, split, internal, in_tree, layout):
+    """``(log w, log β(root), log r, log ρ)``: the weights, the log normaliser, and what the
+    tangent rule reuses: ``log r(A)``, the log-probability that A is in the pruning, and
+    ``log ρ(A)``, that A splits given that it is in (0 where T0 does not split A)."""
+    log_z, (log_beta, log_split) = layout.fold_up(_beta_and_split, (leaf, split, internal))
     # log w(A) = log P(A is in the pruning) + log P(A stops | A is in): both from local
     # log-probabilities, never from log α(A) − log β(root), a difference of two numbers of size
     # |log Z| that float32 rounds at |log Z|·6e-8 (SPEC §2's α, β give the same value exactly).
-    logit = _split_log_odds_of_parent(leaf, split, log_beta, layout)
-    log_reach = layout.path_sum(jnp.where(_children(in_tree), log_sigmoid(logit), 0))
+    log_reach = layout.path_sum(layout.parent(log_split))
     log_w = jnp.where(in_tree, leaf - log_beta + log_reach, -jnp.inf)
-    return log_w, log_beta[0], logit, log_reach
+    return log_w, log_z, log_reach, log_split
 
 
-def _split_log_odds_of_parent(leaf, split, log_beta, layout):
-    """At every node A: ``b(p) + log β(A) + log β(sibling) − a(p)`` for its parent ``p``, the
-    log-odds that ``p`` splits given that ``p`` is in the pruning."""
-    parent = layout.parent
-    return parent(split) + (log_beta + layout.sibling(log_beta)) - parent(leaf)
+def _beta_and_split(x, children):
+    """The up pass's step: ``log β(A) = logaddexp(a, t)`` with ``t = b + log β(A_L) + log β(A_R)``
+    at internal nodes (``a`` elsewhere), and from the same ``d = t − a`` and
+    ``log(1 + e^{-|d|})`` the log-probability that A splits given that it is in the pruning,
+    ``log σ(d)`` (0 at nodes that do not split): one ``exp`` and one ``log`` per internal node.
+    ``d`` is NaN only when ``a = t = ±inf``; it is taken as 0 there (β = ±inf, ties split ½)."""
+    leaf, split, internal = x
+    if children is None:
+        return leaf, (leaf, jnp.zeros_like(leaf))
+    left, right = children
+    through = split + (left + right)
+    diff = through - leaf
+    diff = jnp.where(jnp.isnan(diff), 0, diff)
+    soft = _log1p_exp_neg(jnp.abs(diff))
+    log_beta = jnp.where(internal, jnp.maximum(leaf, through) + soft, leaf)
+    log_split = jnp.where(internal, jnp.minimum(diff, 0) - soft, 0)
+    return log_beta, (log_beta, log_split)
 
 
 def _children(in_tree):
@@ -165,20 +177,20 @@ def _weights_jvp(primals, tangents):
     Only primitives are used, so every layout gets it; the map is linear in ``(da, db)`` and JAX
     transposes it into the reverse pass (an up pass and two path sums: no per-level residuals
     and no transpose of the ``logaddexp`` recursion, which cost 20-35x the forward pass).
-    ``ρ`` comes from ``sigmoid(b + log β(A_L) + log β(A_R) - a)``, exact at ties. The tangent of
-    ``log β(A)`` is dropped (set to 0) where ``r(A)`` underflows; that only changes the tangents
-    of log weights of nodes whose weight itself underflows (``w <= r``).
+    The tangent of ``log β(A)`` is dropped (set to 0) where ``r(A)`` underflows; that only
+    changes the tangents of log weights of nodes whose weight itself underflows (``w <= r``).
     """
     leaf, split, internal, in_tree, layout = primals
     d_leaf, d_split = tangents[0], tangents[1]
-    # logit: log-odds that the parent of each node splits; r(A) = Π over the path of sigmoid
-    log_w, log_z, logit, log_reach = _weights_and_odds(*primals)
+    log_w, log_z, log_reach, log_split = _weights_and_reach(*primals)
     parent = layout.parent
     child = _children(in_tree)
     reach = jnp.where(in_tree, jnp.exp(log_reach), 0)
+    # w = r·(1 − ρ), with 1 − ρ = −expm1(log ρ) exact to rounding even at ties of huge
+    # potentials, where exp(log w) = exp(a − log β) is off by ulp(log β) (NOTES pitfall 3)
+    weight = reach * -jnp.expm1(log_split)
     # w(parent)·da(parent) + s(parent)·db(parent), half carried by each child (s(parent) = r(A))
-    from_parent = jnp.where(child, 0.5 * (parent(reach) * jax.nn.sigmoid(-logit) * parent(d_leaf)
-                                          + reach * parent(d_split)), 0)
+    from_parent = jnp.where(child, 0.5 * (parent(weight * d_leaf) + reach * parent(d_split)), 0)
     own = jnp.where(in_tree & ~internal, reach * d_leaf, 0)
     subtree = layout.up(own + from_parent, jnp.zeros_like(own), internal, jnp.add) - from_parent
     tiny = jnp.finfo(reach.dtype).tiny ** 0.5

@@ -78,7 +78,8 @@ class CompleteLayout:
            combine: Callable[[Array, Array], Array]) -> Array:
         """Bottom-up pass; all arguments ``[nodes]``; returns ``[nodes]``."""
         require_node_vectors("up", leaf, split, internal)
-        return self.fold_up(semiring_step(combine), (leaf, split, internal))
+        _, out = self.fold_up(semiring_step(combine), (leaf, split, internal))
+        return out
 
     def fold_up(self, step: Callable, inputs):
         """Bottom-up pass with any per-node state (:func:`semiring_step` gives :meth:`up`).
@@ -86,8 +87,8 @@ class CompleteLayout:
         ``step(x, children) -> (value, out)``: ``x`` is ``inputs`` (a pytree of ``[nodes]``
         arrays) at one level's nodes, ``children`` is ``(left, right)``, the ``value`` pytrees of
         the level below at each node's two children (None at the deepest level); ``value`` and
-        ``out`` are pytrees of arrays over the level's nodes. Returns ``out`` over ``[nodes]``.
-        One step per level, unrolled.
+        ``out`` are pytrees of arrays over the level's nodes. Returns ``(value at the root,
+        out over [nodes])``, the first a pytree of scalars. One step per level, unrolled.
         """
         x_levels = jax.tree.map(self._levels, inputs)
         outs = [None] * self.num_levels
@@ -97,7 +98,8 @@ class CompleteLayout:
             value, outs[level] = step(jax.tree.map(lambda v: v[level], x_levels,
                                                    is_leaf=lambda v: isinstance(v, list)),
                                       children)
-        return jax.tree.map(lambda *per_level: jnp.concatenate(per_level), *outs)
+        return (jax.tree.map(lambda v: v[0], value),
+                jax.tree.map(lambda *per_level: jnp.concatenate(per_level), *outs))
 
     def path_sum(self, edge: Array) -> Array:
         """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes, ...]``."""

@@ -152,7 +152,7 @@ def _local_test_pruning(errors, nonempty, slack_const, slack_per_leaf, internal,
         stop = ~split | (err <= err_t + slack)
         return (jnp.where(stop, err, err_t), jnp.where(stop, lsize, size_t)), stop
 
-    stops = layout.fold_up(step, (errors, size, slack_const, slack_per_leaf, internal))
+    _, stops = layout.fold_up(step, (errors, size, slack_const, slack_per_leaf, internal))
     return _leaves_of(stops, internal, layout)
 
 

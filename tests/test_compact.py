@@ -293,7 +293,7 @@ def test_fold_up_matches_a_plain_recursion_on_both_layouts(seed):
         w_flat = np.zeros(tree.layout.num_nodes, np.int32)
         for s, w in zip(slots, weight):
             w_flat[s] = w
-        out = np.asarray(jax.jit(lambda w, i, lay: lay.fold_up(step, (w, i)))(
+        out = np.asarray(jax.jit(lambda w, i, lay: lay.fold_up(step, (w, i))[1])(
             jnp.asarray(w_flat), tree.internal, tree.layout))
         for level, (s, w) in enumerate(zip(slots, weight)):
             for index in range(len(s)):
