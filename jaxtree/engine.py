@@ -139,21 +139,19 @@ def _weights_and_reach(leaf, split, internal, in_tree, layout):
 
 def _beta_and_split(x, children):
     """The up pass's step: ``log β(A) = logaddexp(a, t)`` with ``t = b + log β(A_L) + log β(A_R)``
-    at internal nodes (``a`` elsewhere), and from the same ``d = t − a`` and
-    ``log(1 + e^{-|d|})`` the log-probability that A splits given that it is in the pruning,
-    ``log σ(d)`` (0 at nodes that do not split): one ``exp`` and one ``log`` per internal node.
-    ``d`` is NaN only when ``a = t = ±inf``; it is taken as 0 there (β = ±inf, ties split ½)."""
+    at internal nodes (``a`` elsewhere), and the log-probability that A splits given that it is
+    in the pruning (0 at nodes that do not split), by :func:`log_beta_and_split`.
+
+    Both come out of one step so that XLA fuses the level into one loop whose output holds a
+    ``log``: it keeps such outputs in memory. Computing the split probability in a second pass
+    cost one more ``exp`` and ``log`` per node (the pass ran ~2x slower)."""
     leaf, split, internal = x
     if children is None:
         return leaf, (leaf, jnp.zeros_like(leaf))
     left, right = children
-    through = split + (left + right)
-    diff = through - leaf
-    diff = jnp.where(jnp.isnan(diff), 0, diff)
-    soft = _log1p_exp_neg(jnp.abs(diff))
-    log_beta = jnp.where(internal, jnp.maximum(leaf, through) + soft, leaf)
-    log_split = jnp.where(internal, jnp.minimum(diff, 0) - soft, 0)
-    return log_beta, (log_beta, log_split)
+    log_beta, log_split = log_beta_and_split(leaf, split + (left + right))
+    log_beta = jnp.where(internal, log_beta, leaf)
+    return log_beta, (log_beta, jnp.where(internal, log_split, 0))
 
 
 def _children(in_tree):
@@ -218,36 +216,19 @@ def _split_or_zero(split_potential, like, internal):
     return jnp.where(internal, split_potential, 0).astype(like.dtype)
 
 
-@jax.custom_jvp
-def logaddexp(a: Array, b: Array) -> Array:
-    """``log(e^a + e^b)`` whose derivative is right at ties and finite at ``(-inf, -inf)``.
+def log_beta_and_split(leaf: Array, through: Array) -> tuple[Array, Array]:
+    """``(log(e^a + e^t), log σ(t − a))`` elementwise, from one ``exp`` and one ``log``.
 
-    The derivative weights are ``sigmoid(a-b)`` and ``sigmoid(b-a)`` (= ``e^{a-out}``, ``e^{b-out}``;
-    exactly ½ each at ties, ½ each when both are ``-inf``), so ``jax.grad`` never returns NaN
-    through the passes (NOTES pitfalls 1 and 3). Taking them from ``a-b`` rather than from the
-    rounded ``out`` keeps their sum 1 for huge ``|a|`` in float32.
+    With ``a`` the log-weight of stopping at a node and ``t`` that of splitting it, these are
+    ``log β`` and the log-probability of the split. Both come from ``d = t − a`` and
+    ``log(1 + e^{-|d|})``, so ``log σ(d)`` is exact to rounding even where ``d`` is huge
+    (it is not ``t − log β``, which float32 rounds at ``|t|·6e-8``). ``d`` is NaN only when
+    ``a = t = ±inf``; it is taken as 0 there (``log β = ±inf``, ties split ½).
     """
-    diff = a - b
-    # a - b is NaN only when both are -inf (or both +inf): then a + b is the answer.
-    return jnp.where(jnp.isnan(diff), a + b, jnp.maximum(a, b) + _log1p_exp_neg(jnp.abs(diff)))
-
-
-@logaddexp.defjvp
-def _logaddexp_jvp(primals, tangents):
-    a, b = primals
-    ta, tb = tangents
-    out = logaddexp(a, b)
-    diff = a - b
-    defined = ~jnp.isnan(diff)  # NaN only when both are -inf (or both +inf)
-    diff = jnp.where(defined, diff, 0.0)
-    wa = jax.nn.sigmoid(diff)
-    wb = jax.nn.sigmoid(-diff)
-    return out, wa * ta + wb * tb
-
-
-def log_sigmoid(x: Array) -> Array:
-    """``log(1 / (1 + e^{-x}))`` = ``min(x, 0) - log(1 + e^{-|x|})``, elementwise."""
-    return jnp.minimum(x, 0) - _log1p_exp_neg(jnp.abs(x))
+    diff = through - leaf
+    diff = jnp.where(jnp.isnan(diff), 0, diff)
+    soft = _log1p_exp_neg(jnp.abs(diff))
+    return jnp.maximum(leaf, through) + soft, jnp.minimum(diff, 0) - soft
 
 
 def _log1p_exp_neg(z: Array) -> Array:

@@ -15,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from jax.test_util import check_grads
 
-from jaxtree.engine import (best_pruning, best_pruning_and_cost, log_partition, log_sigmoid,
-                            logaddexp, subtree_log_weights, tree_membership)
+from jaxtree.engine import (best_pruning, best_pruning_and_cost, log_beta_and_split,
+                            log_partition, subtree_log_weights, tree_membership)
 from jaxtree.layout import CompleteLayout, complete_layout_for
 
 LAYOUT_DEPTH = 5          # most tests share one shape (63 slots) to keep jit compiles few
@@ -318,27 +318,35 @@ def test_float32_agrees_with_float64():
 
 
 @pytest.mark.parametrize("length", [7, 1023, 1024])   # node arrays have odd lengths
-def test_elementwise_log_functions_match_numpy(precision, length):
+def test_up_step_arithmetic_matches_numpy(precision, length):
+    """log β = logaddexp(a, t) and log P(split) = log σ(t − a), elementwise, with infinities."""
     rng = np.random.default_rng(length)
     a = rng.normal(scale=30, size=length)
-    b = rng.normal(scale=30, size=length)
+    t = rng.normal(scale=30, size=length)
+    t[4:7] = a[4:7] + rng.normal(scale=60, size=3)   # |t - a| up to ~200: σ saturates
     a[:4] = [-np.inf, -np.inf, 5.0, 1e30]
-    b[:4] = [-np.inf, 2.0, -np.inf, 1e30]
+    t[:4] = [-np.inf, 2.0, -np.inf, 1e30]
     eps = np.finfo(precision).eps
+    # the reference sees the inputs as the tested precision rounds them
+    a, t = (np.asarray(v.astype(precision), np.float64) for v in (a, t))
     with np.errstate(invalid="ignore", over="ignore"):
-        want_lae = np.logaddexp(a, b)
-        want_ls = -np.logaddexp(0, -a)
-    got_lae = np.asarray(logaddexp(jnp.asarray(a, precision), jnp.asarray(b, precision)))
-    got_ls = np.asarray(log_sigmoid(jnp.asarray(a, precision)))
+        want_beta = np.logaddexp(a, t)
+        want_split = -np.logaddexp(0, -(t - a))
+    got_beta, got_split = map(np.asarray, log_beta_and_split(jnp.asarray(a, precision),
+                                                             jnp.asarray(t, precision)))
     # absolute error: rounding the inputs, plus at most one unit of 1 from log(1 + e)
-    tol = 4 * eps * (1 + np.abs(want_lae))
-    assert np.array_equal(np.isneginf(got_lae), np.isneginf(want_lae))
-    finite = np.isfinite(want_lae)
-    assert np.all(np.abs(got_lae[finite] - want_lae[finite]) <= tol[finite])
-    assert got_ls[0] == -np.inf and got_ls[3] == 0
-    finite = np.isfinite(want_ls)
-    assert np.all(np.abs(got_ls[finite] - want_ls[finite])
-                  <= 4 * eps * (1 + np.abs(want_ls[finite])))
+    tol = 4 * eps * (1 + np.abs(want_beta))
+    assert np.array_equal(np.isneginf(got_beta), np.isneginf(want_beta))
+    finite = np.isfinite(want_beta)
+    assert np.all(np.abs(got_beta[finite] - want_beta[finite]) <= tol[finite])
+    # the split's log-probability is exact relative to |t - a|, not to |t|: tiny where σ ≈ 1
+    assert got_split[1] == 0 and got_split[2] == -np.inf
+    assert got_split[0] == got_split[3] == pytest.approx(-np.log(2))   # ties split evenly
+    finite = np.isfinite(want_split) & (np.arange(length) >= 4)
+    with np.errstate(invalid="ignore"):
+        rounding = eps * np.abs(t - a)   # rounding d = t - a, scaled by σ(-d) <= 1
+    assert np.all(np.abs(got_split[finite] - want_split[finite])
+                  <= 4 * eps * (1 + np.abs(want_split[finite])) + 2 * rounding[finite])
 
 
 # -- gradients -------------------------------------------------------------------------------------
