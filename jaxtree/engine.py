@@ -111,47 +111,51 @@ def tree_membership(internal: Array, layout=None) -> Array:
 # ---------------------------------------------------------------------------------------------
 @jax.jit
 def _log_weights_and_partition(leaf_potential, internal, split_potential, layout):
-    layout, internal, in_tree = _prepare(internal, layout)
-    leaf = jnp.where(in_tree, leaf_potential, 0)
-    split = _split_or_zero(split_potential, leaf, internal)
-    return _weights(leaf, split, internal, in_tree, layout)
+    internal = jnp.asarray(internal, bool)
+    split = _split_or_zero(split_potential, leaf_potential, internal)
+    return _weights(leaf_potential, split, internal, layout)
 
 
 @jax.custom_jvp
-def _weights(leaf, split, internal, in_tree, layout):
-    """``(log w [nodes], log β(root))`` from clean potentials (0 on padding)."""
-    log_w, log_z, _, _ = _weights_and_reach(leaf, split, internal, in_tree, layout)
+def _weights(leaf, split, internal, layout):
+    """``(log w [nodes], log β(root))``.
+
+    Nodes of T0 need no mask here: a leaf of T0 splits with probability 0, so every node below
+    it has reach 0 whatever its potentials and ``internal`` flags (padding may hold ``±inf``,
+    NaN or ``internal = True``). Gradients are masked by the tangent rule."""
+    log_w, log_z, _, _ = _weights_and_reach(leaf, split, internal, layout)
     return log_w, log_z
 
 
-def _weights_and_reach(leaf, split, internal, in_tree, layout):
+def _weights_and_reach(leaf, split, internal, layout):
     """``(log w, log β(root), log r, log ρ)``: the weights, the log normaliser, and what the
-    tangent rule reuses: ``log r(A)``, the log-probability that A is in the pruning, and
-    ``log ρ(A)``, that A splits given that it is in (0 where T0 does not split A)."""
+    tangent rule reuses: ``log r(A)``, the log-probability that A is in the pruning (−inf off
+    T0), and ``log ρ(A)``, that A splits given that it is in (−inf where T0 does not split A)."""
     log_z, (log_beta, log_split) = layout.fold_up(_beta_and_split, (leaf, split, internal))
     # log w(A) = log P(A is in the pruning) + log P(A stops | A is in): both from local
     # log-probabilities, never from log α(A) − log β(root), a difference of two numbers of size
     # |log Z| that float32 rounds at |log Z|·6e-8 (SPEC §2's α, β give the same value exactly).
     log_reach = layout.path_sum(layout.parent(log_split))
-    log_w = jnp.where(in_tree, leaf - log_beta + log_reach, -jnp.inf)
+    log_stop = jnp.where(internal, leaf - log_beta, 0)
+    log_w = jnp.where(log_reach > -jnp.inf, log_reach + log_stop, -jnp.inf)
     return log_w, log_z, log_reach, log_split
 
 
 def _beta_and_split(x, children):
     """The up pass's step: ``log β(A) = logaddexp(a, t)`` with ``t = b + log β(A_L) + log β(A_R)``
     at internal nodes (``a`` elsewhere), and the log-probability that A splits given that it is
-    in the pruning (0 at nodes that do not split), by :func:`log_beta_and_split`.
+    in the pruning (−inf at nodes that do not split), by :func:`log_beta_and_split`.
 
     Both come out of one step so that XLA fuses the level into one loop whose output holds a
     ``log``: it keeps such outputs in memory. Computing the split probability in a second pass
     cost one more ``exp`` and ``log`` per node (the pass ran ~2x slower)."""
     leaf, split, internal = x
     if children is None:
-        return leaf, (leaf, jnp.zeros_like(leaf))
+        return leaf, (leaf, jnp.full_like(leaf, -jnp.inf))
     left, right = children
     log_beta, log_split = log_beta_and_split(leaf, split + (left + right))
     log_beta = jnp.where(internal, log_beta, leaf)
-    return log_beta, (log_beta, jnp.where(internal, log_split, 0))
+    return log_beta, (log_beta, jnp.where(internal, log_split, -jnp.inf))
 
 
 def _children(in_tree):
@@ -178,9 +182,10 @@ def _weights_jvp(primals, tangents):
     The tangent of ``log β(A)`` is dropped (set to 0) where ``r(A)`` underflows; that only
     changes the tangents of log weights of nodes whose weight itself underflows (``w <= r``).
     """
-    leaf, split, internal, in_tree, layout = primals
+    leaf, split, internal, layout = primals
     d_leaf, d_split = tangents[0], tangents[1]
     log_w, log_z, log_reach, log_split = _weights_and_reach(*primals)
+    _, _, in_tree = _prepare(internal, layout)
     parent = layout.parent
     child = _children(in_tree)
     reach = jnp.where(in_tree, jnp.exp(log_reach), 0)
@@ -189,7 +194,7 @@ def _weights_jvp(primals, tangents):
     weight = reach * -jnp.expm1(log_split)
     # w(parent)·da(parent) + s(parent)·db(parent), half carried by each child (s(parent) = r(A))
     from_parent = jnp.where(child, 0.5 * (parent(weight * d_leaf) + reach * parent(d_split)), 0)
-    own = jnp.where(in_tree & ~internal, reach * d_leaf, 0)
+    own = jnp.where(in_tree & ~internal, weight * d_leaf, 0)
     subtree = layout.up(own + from_parent, jnp.zeros_like(own), internal, jnp.add) - from_parent
     tiny = jnp.finfo(reach.dtype).tiny ** 0.5
     d_log_beta = subtree * jnp.where(reach > tiny, 1 / jnp.where(reach > tiny, reach, 1), 0)
