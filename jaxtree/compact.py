@@ -160,6 +160,21 @@ class CompactLayout:
                 jax.tree.map(lambda a, d: jnp.concatenate([a.reshape(-1), d]), above,
                              deepest_out))
 
+    def fold_down(self, step: Callable, inputs):
+        """Top-down pass with any per-node state, as :meth:`CompleteLayout.fold_down`: the root
+        level's step (every slot of level 0 gets ``above=None``), then one ``lax.scan`` over
+        the other levels, each slot getting its parent's value (``[W]`` pytrees)."""
+        x = jax.tree.map(self._levels, inputs)
+        top_value, top_out = step(jax.tree.map(lambda v: v[0], x), None)
+
+        def level_step(above, level):
+            x_level, parent = level
+            return step(x_level, jax.tree.map(lambda v: v[parent], above))
+
+        _, below = jax.lax.scan(level_step, top_value,
+                                (jax.tree.map(lambda v: v[1:], x), self.parent_pos[1:]))
+        return jax.tree.map(lambda t, b: jnp.concatenate([t, b.reshape(-1)]), top_out, below)
+
     def path_sum(self, edge: Array) -> Array:
         """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes]``.
 

@@ -132,13 +132,23 @@ def _weights_and_reach(leaf, split, internal, layout):
     tangent rule reuses: ``log r(A)``, the log-probability that A is in the pruning (−inf off
     T0), and ``log ρ(A)``, that A splits given that it is in (−inf where T0 does not split A)."""
     log_z, (log_beta, log_split) = layout.fold_up(_beta_and_split, (leaf, split, internal))
+    log_stop = jnp.where(internal, leaf - log_beta, 0)
     # log w(A) = log P(A is in the pruning) + log P(A stops | A is in): both from local
     # log-probabilities, never from log α(A) − log β(root), a difference of two numbers of size
     # |log Z| that float32 rounds at |log Z|·6e-8 (SPEC §2's α, β give the same value exactly).
-    log_reach = layout.path_sum(layout.parent(log_split))
-    log_stop = jnp.where(internal, leaf - log_beta, 0)
-    log_w = jnp.where(log_reach > -jnp.inf, log_reach + log_stop, -jnp.inf)
+    root = jnp.arange(leaf.shape[0]) == 0
+    log_w, log_reach = layout.fold_down(_reach_and_weight, (log_split, log_stop, root))
     return log_w, log_z, log_reach, log_split
+
+
+def _reach_and_weight(x, above):
+    """The down pass's step: ``log r(A) = log r(p) + log ρ(p)`` for A's parent ``p`` (0 at the
+    root, −inf at slots of the root's level that are not the root), and
+    ``log w(A) = log r(A) + log P(A stops | A is in)`` (−inf where ``r = 0``)."""
+    log_split, log_stop, root = x
+    log_reach = jnp.where(root, 0, -jnp.inf).astype(log_stop.dtype) if above is None else above
+    log_w = jnp.where(log_reach > -jnp.inf, log_reach + log_stop, -jnp.inf)
+    return log_reach + log_split, (log_w, log_reach)
 
 
 def _beta_and_split(x, children):

@@ -1,20 +1,21 @@
-"""How the nodes of a tree T0 are laid out in flat arrays, and the four tree primitives on them.
+"""How the nodes of a tree T0 are laid out in flat arrays, and the tree primitives on them.
 
 Every per-node array in jaxtree is one flat array ``[nodes]`` (or ``[nodes, ...]``). A *layout*
-says which slot holds which node and provides the only four operations the engine needs:
+says which slot holds which node and provides the only operations the engine needs:
 
-* ``up(leaf, split, internal, combine)`` — bottom-up recursion
+* ``fold_up(step, inputs)`` — a bottom-up pass with any per-node state (one step per level,
+  deepest first; each node sees its children's states);
+* ``fold_down(step, inputs)`` — its top-down mirror (each node sees its parent's state);
+* ``up(leaf, split, internal, combine)`` — the semiring case of ``fold_up``:
   ``v(A) = combine(leaf(A), split(A) + v(A_L) + v(A_R))`` at internal nodes, ``v(A) = leaf(A)``
-  elsewhere (one pass over the levels, deepest first);
+  elsewhere;
 * ``path_sum(edge)`` — top-down accumulation ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``;
 * ``sibling(x)`` — ``x`` at the other child of each node's parent;
 * ``parent(x)`` — ``x`` at each node's parent (the root maps to itself).
 
-``up`` is the semiring case of ``fold_up(step, inputs)``, a bottom-up pass with any per-node state
-(the local-test prunings of :mod:`jaxtree.prune` use it directly). The methods (PAC-Bayes,
-pruning, ...) only ever call these through :mod:`jaxtree.engine` or ``fold_up``, so a second
-layout (a level-compacted one for trees hundreds of levels deep) plugs in by implementing the
-same methods.
+The methods (PAC-Bayes, pruning, ...) only ever call these through :mod:`jaxtree.engine` or the
+folds, so a second layout (a level-compacted one for trees hundreds of levels deep) plugs in by
+implementing the same methods.
 
 :class:`CompleteLayout` is the complete binary tree of static depth ``D0`` in heap order: node 0
 is the root, node ``i`` has children ``2i+1`` and ``2i+2``, level ``l`` holds nodes
@@ -100,6 +101,24 @@ class CompleteLayout:
                                       children)
         return (jax.tree.map(lambda v: v[0], value),
                 jax.tree.map(lambda *per_level: jnp.concatenate(per_level), *outs))
+
+    def fold_down(self, step: Callable, inputs):
+        """Top-down pass with any per-node state, the mirror of :meth:`fold_up`.
+
+        ``step(x, above) -> (value, out)``: ``x`` is ``inputs`` (a pytree of ``[nodes]`` arrays)
+        at one level's nodes, ``above`` the ``value`` pytree of the level above at each node's
+        parent (None at the root's level); ``value`` and ``out`` are pytrees of arrays over the
+        level's nodes. Returns ``out`` over ``[nodes]``. One step per level, unrolled.
+        """
+        x_levels = jax.tree.map(self._levels, inputs)
+        outs = []
+        value = None
+        for level in range(self.num_levels):
+            above = None if value is None else jax.tree.map(_twice, value)
+            value, out = step(jax.tree.map(lambda v: v[level], x_levels,
+                                           is_leaf=lambda v: isinstance(v, list)), above)
+            outs.append(out)
+        return jax.tree.map(lambda *per_level: jnp.concatenate(per_level), *outs)
 
     def path_sum(self, edge: Array) -> Array:
         """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes, ...]``."""

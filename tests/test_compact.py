@@ -301,6 +301,37 @@ def test_fold_up_matches_a_plain_recursion_on_both_layouts(seed):
                 assert out[s[index]] == w[index] * leaves + height, (layout, level, index)
 
 
+@pytest.mark.parametrize("seed", range(3))
+def test_fold_down_matches_a_plain_recursion_on_both_layouts(seed):
+    # a pytree state: (depth, sum of the ancestors' weights) of each node, and an int output
+    levels = random_levels(seed, 5)
+    rng = np.random.default_rng(seed)
+    weight = [rng.integers(1, 9, size=len(level.internal)) for level in levels]
+    reference = {(0, 0): (0, 0)}   # (level, index) -> (depth, sum of weights above)
+    for level in range(1, len(levels)):
+        parents = np.flatnonzero(levels[level - 1].internal)
+        for index in range(len(levels[level].internal)):
+            p = parents[index // 2]
+            depth, above = reference[(level - 1, p)]
+            reference[(level, index)] = (depth + 1, above + weight[level - 1][p])
+
+    def step(x, above):
+        w, = x
+        depth, total = (jnp.zeros_like(w), jnp.zeros_like(w)) if above is None else above
+        return (depth + 1, total + w), 100 * depth + total
+
+    for layout in ("complete", "compact"):
+        tree = packed(levels, layout)
+        slots = level_slots(levels, tree.layout)
+        w_flat = np.zeros(tree.layout.num_nodes, np.int32)
+        for s, w in zip(slots, weight):
+            w_flat[s] = w
+        out = np.asarray(jax.jit(lambda w, lay: lay.fold_down(step, (w,)))(
+            jnp.asarray(w_flat), tree.layout))
+        for (level, index), (depth, above) in reference.items():
+            assert out[slots[level][index]] == 100 * depth + above, (layout, level, index)
+
+
 def test_padding_keeps_an_oblique_tree():
     # both padders must carry the hyperplanes (coef) of an oblique tree, or routing goes wrong
     from jaxtree.layout import pad_complete
