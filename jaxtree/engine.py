@@ -13,8 +13,9 @@ Every method in jaxtree reduces to per-node potentials and one of the two functi
 All per-node arrays are flat ``[nodes]`` in the tree's layout (:mod:`jaxtree.layout`); with no
 ``layout`` argument the complete heap layout is inferred from the length ``2**(D0+1) - 1``.
 Nodes that are not in T0 (descendants of a T0-leaf: padding) get ``-inf`` weight / ``False``.
-Both functions are pure, jit-, vmap- and grad-compatible. Padding potentials are replaced by 0
-before any arithmetic, so ``-inf`` (or NaN) in padding never reaches a gradient.
+Both functions are pure, jit-, vmap- and grad-compatible. Whatever padding holds (``±inf``, NaN,
+``internal = True``) never reaches a node of T0 — a leaf of T0 splits with probability 0 — and
+its gradient is 0.
 
 Gradients of the weights come from a hand-written tangent rule (``custom_jvp``, built from the
 layout primitives only) that forward mode evaluates directly and reverse mode transposes: about
