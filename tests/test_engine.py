@@ -390,10 +390,11 @@ def test_grad_matches_finite_differences():
 
 @pytest.mark.parametrize("scale", [0.0, 1.0, 1e3, 1e6])
 def test_grad_is_finite_for_huge_potentials_ties_and_inf_padding(precision, scale):
-    """Integer potentials times ``scale`` (exact ties everywhere at scale 0), ``-inf`` padding."""
+    """Integer potentials times ``scale`` (exact ties everywhere at scale 0); padding ±inf, NaN."""
     rng, cases = trees_for_tests(11, 3)
     for internal, in_tree in cases:
-        leaf = np.where(in_tree, rng.integers(-3, 3, in_tree.shape) * scale, -np.inf)
+        padding = rng.choice([-np.inf, np.inf, np.nan], size=in_tree.shape)
+        leaf = np.where(in_tree, rng.integers(-3, 3, in_tree.shape) * scale, padding)
         split = np.where(in_tree & internal, rng.integers(-1, 2, in_tree.shape) * scale, -np.inf)
         leaf, split = jnp.asarray(leaf, precision), jnp.asarray(split, precision)
         coef = jnp.asarray(rng.normal(size=in_tree.shape), precision)
