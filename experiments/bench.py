@@ -8,8 +8,9 @@ It prints the device and versions first, then
 * the engine table (issue 2), per depth D0 of a complete T0 (every node above the deepest level
   split, random potentials, float32): compile time of ``subtree_log_weights`` (first call minus a
   warm call); the up+down pass (a warm call); a plain NumPy level loop of the same recursion; the
-  memory-bandwidth floor = bytes touched / measured copy bandwidth, with 13 bytes per node (read
-  φ and ``internal``, write log β and log w); the same pass through a single fixed-width
+  memory-bandwidth floor = bytes touched / copy bandwidth, with 13 bytes per node (read
+  φ and ``internal``, write log β and log w), the bandwidth from a 256 MB NumPy copy timed in
+  turn with the pass; the same pass through a single fixed-width
   ``lax.scan`` over levels (the compact layout at width 2^D0, D0·2^D0 work); a batch of 64
   potentials via ``vmap`` against a Python loop of 64 jitted calls; ``jax.grad`` of a smooth loss
   of the weights (Σ c·w) against the forward pass;
@@ -21,9 +22,10 @@ It prints the device and versions first, then
   ``fit_pacbayes_spam_dyadic_s`` (warm fit, seconds) and ``device``.
 
 Every time is the median of several calls after a warm-up; both sides of a ratio are measured in
-this process. The engine table's ratios (×NumPy, loop/vmap, grad/pass) are medians of per-pair
-ratios from calls taken in turn (:func:`paired_times`): this machine's speed drifts by 2× within
-seconds, and separate medians taken a few seconds apart moved these ratios by as much. ``--quick`` uses small sizes (a smoke test: its ratios are not the targets').
+this process. The engine table's ratios (×NumPy, floor/pass, loop/vmap, grad/pass) and routing's
+are medians of per-pair ratios from calls taken in turn (:func:`paired_times`): this machine's
+speed drifts by 2× within seconds, and separate medians taken a few seconds apart moved these
+ratios by as much. ``--quick`` uses small sizes (a smoke test: its ratios are not the targets').
 """
 
 from __future__ import annotations
@@ -82,11 +84,12 @@ def first_call(fn) -> float:
     return time.perf_counter() - start
 
 
-def copy_bandwidth(nbytes: int = 2 ** 28) -> float:
-    """Bytes per second of a NumPy copy into a preallocated array (read + write counted)."""
+def big_copy(nbytes: int = 2 ** 28):
+    """``(copy, bytes_touched)``: a NumPy copy of ``nbytes`` into a preallocated array, far larger
+    than the caches, and the bytes it reads and writes (its time measures memory bandwidth)."""
     a = np.ones(nbytes // 4, np.float32)
     b = np.empty_like(a)
-    return 2 * a.nbytes / median_time(lambda: np.copyto(b, a), 5)
+    return (lambda: np.copyto(b, a)), 2 * a.nbytes
 
 
 def header() -> str:
@@ -140,7 +143,7 @@ def to_compact(x: np.ndarray, layout: CompactLayout, depth: int, fill) -> np.nda
     return out.reshape(-1)
 
 
-def engine_row(depth: int, bandwidth: float, batch: int = 64, with_scan: bool = True) -> dict:
+def engine_row(depth: int, copy, batch: int = 64, with_scan: bool = True) -> dict:
     phi_np, internal_np = complete_problem(depth)
     phi, internal = jnp.asarray(phi_np), jnp.asarray(internal_np)
     layout = CompleteLayout(depth)
@@ -150,12 +153,18 @@ def engine_row(depth: int, bandwidth: float, batch: int = 64, with_scan: bool = 
         lambda: forward(phi, internal).block_until_ready(),
         lambda: numpy_pass(phi_np, internal_np, depth))
     compile_s -= pass_s
+    # the floor, from a big copy timed in turn with the pass: floor / pass = bytes per node ·
+    # nodes / bytes copied · (copy time / pass time), a ratio of paired calls
+    copy_fn, copied = copy
+    _, copy_s, copy_over_pass = paired_times(lambda: forward(phi, internal).block_until_ready(),
+                                             copy_fn)
+    node_bytes = BYTES_PER_NODE * phi_np.size
     ours = np.asarray(forward(phi, internal))
     with np.errstate(invalid="ignore"):
         reference = numpy_pass(phi_np.astype(np.float64), internal_np, depth)
     row = dict(depth=depth, compile_s=compile_s, pass_s=pass_s, numpy_s=numpy_s,
-               numpy_over_pass=numpy_ratio,
-               floor_s=BYTES_PER_NODE * phi_np.size / bandwidth,
+               numpy_over_pass=numpy_ratio, floor_s=node_bytes * copy_s / copied,
+               floor_over_pass=node_bytes / copied * copy_over_pass,
                max_abs_diff_vs_f64=float(np.max(np.abs(ours - reference))))
 
     if with_scan:
@@ -199,7 +208,7 @@ def print_engine_table(rows: list[dict]) -> None:
         scan_compile = f"{r['scan_compile_s']:10.2f}" if "scan_compile_s" in r else f"{'-':>10}"
         print(f"{r['depth']:>3} {2 ** (r['depth'] + 1) - 1:>9} {r['compile_s']:9.2f} "
               f"{ms('pass_s')} {ms('numpy_s')} {r['numpy_over_pass']:7.2f} "
-              f"{r['floor_s'] * 1e3:7.2f} {r['floor_s'] / r['pass_s']:10.2f} {ms('scan_pass_s')} "
+              f"{r['floor_s'] * 1e3:7.2f} {r['floor_over_pass']:10.2f} {ms('scan_pass_s')} "
               f"{scan_compile} {ms('vmap_s')} {ms('loop_s')} {vmap_ratio} {ms('grad_s')} "
               f"{r['grad_over_pass']:9.2f} {r['max_abs_diff_vs_f64']:12.2e}")
 
@@ -250,11 +259,11 @@ def route_vs_sklearn(quick: bool) -> dict:
     y = (X[:, 0] + 0.5 * X[:, 1] ** 2 + 0.3 * rng.normal(size=n) > 0.5).astype(np.int64)
     tree = jaxtree.kd_tree(X, max_depth=int(np.ceil(np.log2(n))) - 1, y=y)
     Xj = jnp.asarray(X)
-    ours_s = median_time(lambda: jaxtree.leaf_of(tree, Xj).block_until_ready())
     sk = DecisionTreeClassifier(random_state=0).fit(X, y)
-    sk_s = median_time(lambda: sk.predict(X))
+    ours_s, sk_s, ratio = paired_times(lambda: jaxtree.leaf_of(tree, Xj).block_until_ready(),
+                                       lambda: sk.predict(X))
     return dict(n=n, depth=tree.depth, sklearn_depth=int(sk.get_depth()), ours_s=ours_s,
-                sklearn_s=sk_s, ratio=sk_s / ours_s)
+                sklearn_s=sk_s, ratio=ratio)
 
 
 def fit_pacbayes_spam_dyadic() -> dict:
@@ -283,11 +292,12 @@ def run(quick: bool = False, depths=None) -> dict:
     """Run every benchmark, print the tables, return the headline ratios and raw rows."""
     print(header(), flush=True)
     depths = depths or ([8, 10, 12, 14] if quick else [10, 14, 18, 20])
-    bandwidth = copy_bandwidth(2 ** 24 if quick else 2 ** 28)
-    print(f"copy bandwidth (NumPy, preallocated, read+write): {bandwidth / 1e9:.1f} GB/s")
+    copy = big_copy(2 ** 24 if quick else 2 ** 28)
+    print(f"copy bandwidth (NumPy, preallocated, read+write): "
+          f"{copy[1] / median_time(copy[0], 5) / 1e9:.1f} GB/s")
     rows = []
     for depth in depths:
-        rows.append(engine_row(depth, bandwidth, batch=64 if depth <= 18 else 0,
+        rows.append(engine_row(depth, copy, batch=64 if depth <= 18 else 0,
                                with_scan=depth <= 18))
         print(f"  D0={depth} done", flush=True)
     print_engine_table(rows)
@@ -303,7 +313,7 @@ def run(quick: bool = False, depths=None) -> dict:
     device = jax.devices()[0]
     summary = {
         "engine_vs_numpy_d18": d18["numpy_over_pass"],
-        "engine_vs_floor_d20": d20["floor_s"] / d20["pass_s"],
+        "engine_vs_floor_d20": d20["floor_over_pass"],
         "grad_over_forward_d18_s": d18["grad_over_pass"],
         "vmap64_vs_loop_d14": d14["loop_over_vmap"],
         "grid_cv_vs_sklearn_letter": cv["ratio"],
