@@ -17,9 +17,11 @@ Both functions are pure, jit-, vmap- and grad-compatible. Whatever padding holds
 ``internal = True``) never reaches a node of T0 — a leaf of T0 splits with probability 0 — and
 its gradient is 0.
 
-Gradients of the weights come from a hand-written tangent rule (``custom_jvp``, built from the
-layout primitives only) that forward mode evaluates directly and reverse mode transposes: about
-3-5x the forward pass at D0=18, where differentiating the passes op by op cost 20-35x.
+The forward pass is one ``fold_up`` (log β and the log-probability of each split, one ``exp`` and
+one ``log`` per internal node) and one ``fold_down`` (reach and weights). Gradients of the weights
+come from a hand-written tangent rule (``custom_jvp``, built from the layout primitives only) that
+forward mode evaluates directly and reverse mode transposes: about 3x the forward pass at D0=18
+(``experiments/bench.py``), where differentiating the passes op by op cost 20-35x.
 """
 
 from __future__ import annotations
