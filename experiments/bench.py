@@ -61,6 +61,9 @@ def median_time(fn, repeats: int = 7) -> float:
     return float(np.median(times))
 
 
+PAIRS = 15  # pairs behind each of the engine table's ratios (slow spells last seconds here)
+
+
 def paired_times(fn_a, fn_b, repeats: int = 7) -> tuple[float, float, float]:
     """``(median a, median b, median of b/a)`` from calls of ``fn_a`` and ``fn_b`` taken in turn
     (after one warm-up each), so that the ratio of each pair is measured under the same load —
@@ -151,13 +154,13 @@ def engine_row(depth: int, copy, batch: int = 64, with_scan: bool = True) -> dic
     compile_s = first_call(lambda: forward(phi, internal).block_until_ready())
     pass_s, numpy_s, numpy_ratio = paired_times(
         lambda: forward(phi, internal).block_until_ready(),
-        lambda: numpy_pass(phi_np, internal_np, depth))
+        lambda: numpy_pass(phi_np, internal_np, depth), PAIRS)
     compile_s -= pass_s
     # the floor, from a big copy timed in turn with the pass: floor / pass = bytes per node ·
     # nodes / bytes copied · (copy time / pass time), a ratio of paired calls
     copy_fn, copied = copy
     _, copy_s, copy_over_pass = paired_times(lambda: forward(phi, internal).block_until_ready(),
-                                             copy_fn)
+                                             copy_fn, PAIRS)
     node_bytes = BYTES_PER_NODE * phi_np.size
     ours = np.asarray(forward(phi, internal))
     with np.errstate(invalid="ignore"):
@@ -182,7 +185,7 @@ def engine_row(depth: int, copy, batch: int = 64, with_scan: bool = True) -> dic
         rows = [phis[k] for k in range(batch)]
         row["vmap_s"], row["loop_s"], row["loop_over_vmap"] = paired_times(
             lambda: mapped(phis).block_until_ready(),
-            lambda: jax.block_until_ready([forward(a, internal) for a in rows]), 5)
+            lambda: jax.block_until_ready([forward(a, internal) for a in rows]), PAIRS)
 
     coef = jnp.asarray(np.random.default_rng(1).normal(size=phi_np.size).astype(np.float32))
 
@@ -193,7 +196,7 @@ def engine_row(depth: int, copy, batch: int = 64, with_scan: bool = True) -> dic
     grad(phi).block_until_ready()
     _, row["grad_s"], row["grad_over_pass"] = paired_times(
         lambda: forward(phi, internal).block_until_ready(),
-        lambda: grad(phi).block_until_ready())
+        lambda: grad(phi).block_until_ready(), PAIRS)
     return row
 
 
