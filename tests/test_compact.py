@@ -264,6 +264,17 @@ def test_padding_a_compact_tree_changes_no_result():
         pad_compact(tree, tree.num_levels - 1, tree.width)
 
 
+def per_level_values_in(levels, values, layout):
+    """``(tree, slots, flat)``: the tree of ``levels`` packed in ``layout``, each level's slots, and
+    the per-level int ``values`` placed in a flat ``[nodes]`` array (0 on padding)."""
+    tree = packed(levels, layout)
+    slots = level_slots(levels, tree.layout)
+    flat = np.zeros(tree.layout.num_nodes, np.int32)
+    for s, v in zip(slots, values):
+        flat[s] = v
+    return tree, slots, jnp.asarray(flat)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_fold_up_matches_a_plain_recursion_on_both_layouts(seed):
     # a pytree state: (number of leaves, height) of each node's subtree, and an int output
@@ -288,13 +299,9 @@ def test_fold_up_matches_a_plain_recursion_on_both_layouts(seed):
         return (leaves, height), w * leaves + height
 
     for layout in ("complete", "compact"):
-        tree = packed(levels, layout)
-        slots = level_slots(levels, tree.layout)
-        w_flat = np.zeros(tree.layout.num_nodes, np.int32)
-        for s, w in zip(slots, weight):
-            w_flat[s] = w
+        tree, slots, w_flat = per_level_values_in(levels, weight, layout)
         out = np.asarray(jax.jit(lambda w, i, lay: lay.fold_up(step, (w, i))[1])(
-            jnp.asarray(w_flat), tree.internal, tree.layout))
+            w_flat, tree.internal, tree.layout))
         for level, (s, w) in enumerate(zip(slots, weight)):
             for index in range(len(s)):
                 leaves, height = reference(level, index)
@@ -321,13 +328,8 @@ def test_fold_down_matches_a_plain_recursion_on_both_layouts(seed):
         return (depth + 1, total + w), 100 * depth + total
 
     for layout in ("complete", "compact"):
-        tree = packed(levels, layout)
-        slots = level_slots(levels, tree.layout)
-        w_flat = np.zeros(tree.layout.num_nodes, np.int32)
-        for s, w in zip(slots, weight):
-            w_flat[s] = w
-        out = np.asarray(jax.jit(lambda w, lay: lay.fold_down(step, (w,)))(
-            jnp.asarray(w_flat), tree.layout))
+        tree, slots, w_flat = per_level_values_in(levels, weight, layout)
+        out = np.asarray(jax.jit(lambda w, lay: lay.fold_down(step, (w,)))(w_flat, tree.layout))
         for (level, index), (depth, above) in reference.items():
             assert out[slots[level][index]] == 100 * depth + above, (layout, level, index)
 
