@@ -30,7 +30,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxtree.layout import children_of, require_node_vectors, semiring_step
+from jaxtree.layout import children_of, path_sum_by_fold, require_node_vectors, semiring_step
 from jaxtree.tree import Tree
 
 Array = jax.Array
@@ -180,16 +180,7 @@ class CompactLayout:
 
         The padding slots of level 0 have no parent: ``s = edge`` there."""
         require_node_vectors("path_sum", edge)
-        edge_l = self._levels(edge)
-        top = jnp.where(jnp.arange(self.width) == 0, jnp.zeros_like(edge_l[0]), edge_l[0])
-
-        def step(above, level):
-            edge_, parent = level
-            value = above[parent] + edge_
-            return value, value
-
-        _, below = jax.lax.scan(step, top, (edge_l[1:], self.parent_pos[1:]))
-        return jnp.concatenate([top, below.reshape(-1)])
+        return path_sum_by_fold(self, edge)
 
     def sibling(self, x: Array) -> Array:
         """``x`` at each slot's sibling (``slot XOR 1``; the root is its own sibling);

@@ -122,11 +122,7 @@ class CompleteLayout:
 
     def path_sum(self, edge: Array) -> Array:
         """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes, ...]``."""
-        edge_l = self._levels(edge)
-        sums = [jnp.zeros_like(edge_l[0])]
-        for level in range(self.depth):
-            sums.append(edge_l[level + 1] + _twice(sums[level]))
-        return jnp.concatenate(sums)
+        return path_sum_by_fold(self, edge)
 
     def sibling(self, x: Array) -> Array:
         """``x`` at each node's sibling (the root is its own sibling); ``[nodes, ...]``."""
@@ -155,6 +151,21 @@ def semiring_step(combine: Callable[[Array, Array], Array]) -> Callable:
         value = jnp.where(internal, combine(leaf, split + (left + right)), leaf)
         return value, value
     return step
+
+
+def path_sum_by_fold(layout, edge: Array) -> Array:
+    """``layout.path_sum`` as a ``fold_down``: ``s = 0`` at the root, ``s = edge`` at the other
+    slots of the root's level (padding of the compact layout: they have no parent), and
+    ``s(A) = s(parent(A)) + edge(A)`` below."""
+    is_root = (jnp.arange(edge.shape[0]) == 0).reshape((-1,) + (1,) * (edge.ndim - 1))
+
+    def step(x, above):
+        edge_level, root = x
+        sums = jnp.where(root, jnp.zeros_like(edge_level), edge_level) if above is None \
+            else above + edge_level
+        return sums, sums
+
+    return layout.fold_down(step, (edge, is_root))
 
 
 def children_of(value):
