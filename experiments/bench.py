@@ -9,8 +9,8 @@ It prints the device and versions first, then
   split, random potentials, float32): compile time of ``subtree_log_weights`` (first call minus a
   warm call); the up+down pass (a warm call); a plain NumPy level loop of the same recursion; the
   memory-bandwidth floor = bytes touched / copy bandwidth, with 13 bytes per node (read
-  φ and ``internal``, write log β and log w), the bandwidth from a 256 MB NumPy copy timed in
-  turn with the pass; the same pass through a single fixed-width
+  φ and ``internal``, write log β and log w), the bandwidth from a 256 MB copy timed in turn
+  with the pass (NumPy on the CPU, a jitted op in device memory on an accelerator); the same pass through a single fixed-width
   ``lax.scan`` over levels (the compact layout at width 2^D0, D0·2^D0 work); a batch of 64
   potentials via ``vmap`` against a Python loop of 64 jitted calls; ``jax.grad`` of a smooth loss
   of the weights (Σ c·w) against the forward pass;
@@ -88,11 +88,16 @@ def first_call(fn) -> float:
 
 
 def big_copy(nbytes: int = 2 ** 28):
-    """``(copy, bytes_touched)``: a NumPy copy of ``nbytes`` into a preallocated array, far larger
-    than the caches, and the bytes it reads and writes (its time measures memory bandwidth)."""
-    a = np.ones(nbytes // 4, np.float32)
-    b = np.empty_like(a)
-    return (lambda: np.copyto(b, a)), 2 * a.nbytes
+    """``(copy, bytes_touched)``: a copy of ``nbytes``, far larger than the caches, in the memory
+    the engine runs in, and the bytes it reads and writes (its time measures memory bandwidth):
+    NumPy into a preallocated array on the CPU, one jitted elementwise op on an accelerator."""
+    if jax.default_backend() == "cpu":
+        a = np.ones(nbytes // 4, np.float32)
+        b = np.empty_like(a)
+        return (lambda: np.copyto(b, a)), 2 * a.nbytes
+    x = jnp.ones(nbytes // 4, jnp.float32)
+    step = jax.jit(lambda v: v + 1)
+    return (lambda: step(x).block_until_ready()), 2 * x.nbytes
 
 
 def header() -> str:
@@ -296,7 +301,7 @@ def run(quick: bool = False, depths=None) -> dict:
     print(header(), flush=True)
     depths = depths or ([8, 10, 12, 14] if quick else [10, 14, 18, 20])
     copy = big_copy(2 ** 24 if quick else 2 ** 28)
-    print(f"copy bandwidth (NumPy, preallocated, read+write): "
+    print(f"copy bandwidth ({jax.default_backend()}, read+write): "
           f"{copy[1] / median_time(copy[0], 5) / 1e9:.1f} GB/s")
     rows = []
     for depth in depths:
