@@ -96,7 +96,7 @@ def best_pruning_and_cost(leaf_cost: Array, internal: Array, split_cost: Optiona
 def _best_pruning_and_cost(leaf_cost, internal, split_cost, layout):
     layout, internal, in_tree = _prepare(internal, layout)
     leaf = jnp.where(in_tree, leaf_cost, 0)
-    split = _split_or_zero(split_cost, leaf, internal)
+    split = _split_or_zero(split_cost, leaf)
     best = layout.up(leaf, split, internal, jnp.minimum)
     # min() returns one of its arguments exactly, so best == leaf iff leaf <= split + children.
     stops = ~internal | (best == leaf)
@@ -115,7 +115,7 @@ def tree_membership(internal: Array, layout=None) -> Array:
 @jax.jit
 def _log_weights_and_partition(leaf_potential, internal, split_potential, layout):
     internal = jnp.asarray(internal, bool)
-    split = _split_or_zero(split_potential, leaf_potential, internal)
+    split = _split_or_zero(split_potential, leaf_potential)
     return _weights(leaf_potential, split, internal, layout)
 
 
@@ -232,10 +232,12 @@ def _prepare(internal, layout):
     return layout, internal & in_tree, in_tree
 
 
-def _split_or_zero(split_potential, like, internal):
+def _split_or_zero(split_potential, like):
+    """The split potential as an array like ``like`` (zeros for None). Its values where T0 does
+    not split are never read: the passes select the leaf potential there."""
     if split_potential is None:
         return jnp.zeros_like(like)
-    return jnp.where(internal, split_potential, 0).astype(like.dtype)
+    return jnp.asarray(split_potential, like.dtype)
 
 
 def log_beta_and_split(leaf: Array, through: Array) -> tuple[Array, Array]:
