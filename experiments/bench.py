@@ -8,10 +8,10 @@ It prints the device and versions first, then
 * the engine table (issue 2), per depth D0 of a complete T0 (every node above the deepest level
   split, random potentials, float32): compile time of ``subtree_log_weights`` (first call minus a
   warm call); the up+down pass (a warm call); a plain NumPy level loop of the same recursion; the
-  memory-bandwidth floor = bytes touched / copy bandwidth, with 13 bytes per node (read
-  φ and ``internal``, write log β and log w), the bandwidth from a 256 MB copy timed in turn
-  with the pass (NumPy on the CPU, a jitted op in device memory on an accelerator); the same pass through a single fixed-width
-  ``lax.scan`` over levels (the compact layout at width 2^D0, D0·2^D0 work); a batch of 64
+  memory-bandwidth floor = bytes touched / copy bandwidth, with 13 bytes per node (read φ and
+  ``internal``, write log β and log w), the bandwidth from a 256 MB copy timed in turn with the
+  pass (NumPy on the CPU, a jitted op in device memory on an accelerator); the same pass through
+  a single fixed-width ``lax.scan`` over levels (the compact layout at width 2^D0, D0·2^D0 work); a batch of 64
   potentials via ``vmap`` against a Python loop of 64 jitted calls; ``jax.grad`` of a smooth loss
   of the weights (Σ c·w) against the forward pass;
 * the headline ratios (higher is better unless the name ends in ``_s``), also written by
