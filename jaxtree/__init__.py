@@ -16,7 +16,7 @@ from jaxtree.cart import cart_tree
 from jaxtree.compact import CompactLayout
 from jaxtree.engine import (best_pruning, best_pruning_and_cost, log_partition,
                             subtree_log_weights, tree_membership)
-from jaxtree.estimators import NotFittedError, ObliqueTreeClassifier, PACBayesTreeClassifier
+from jaxtree.estimators import ObliqueTreeClassifier, PACBayesTreeClassifier
 from jaxtree.estimators import HSVoteClassifier, PrunedTreeClassifier
 from jaxtree.hsvote import hs_log_weights, hs_node_estimates, hs_potentials, hs_vote
 from jaxtree.layout import CompleteLayout
@@ -31,5 +31,6 @@ from jaxtree.select import (batch_fit_scores, batch_paper_search, fold_masks, gr
                             grid_errors, paper_search, prepare_folds, stack_problems, tune)
 from jaxtree.stats import NodeStats, node_stats
 from jaxtree.tree import Tree, leaf_of, route
+from sklearn.exceptions import NotFittedError  # what predict raises before fit
 
 __version__ = "0.1.0"

@@ -23,12 +23,12 @@ import dataclasses
 import functools
 from typing import Optional
 
-import jax.numpy as jnp
 import numpy as np
 
 from jaxtree.compact import CompactLayout
 from jaxtree.layout import CompleteLayout
 from jaxtree.tree import Tree, tree_from_numpy
+from jaxtree.validation import check_features, check_labels  # also used by cart and oblique
 
 # A complete layout stores ~2**(D0+1) slots of several per-node arrays (tree, statistics and
 # weights). Above this many bytes we refuse and say what to do instead.
@@ -341,34 +341,3 @@ def _check_build_input(X, y, max_depth, min_split, split):
     if split not in ("cycle", "spread"):
         raise ValueError(f"split must be 'cycle' or 'spread'; got {split!r}")
     return X, y
-
-
-def check_features(X) -> np.ndarray:
-    """Validate a feature matrix: 2-D, at least 2 rows, finite; returns it in the float dtype
-    JAX uses (float32, or float64 under x64)."""
-    X = np.asarray(X)
-    if X.ndim != 2:
-        raise ValueError(f"X must be a 2-D array [n_samples, n_features]; got shape {X.shape}. "
-                         "Reshape a single feature with X.reshape(-1, 1).")
-    if X.shape[0] < 2:
-        raise ValueError(f"need at least 2 samples to build a tree; got {X.shape[0]}")
-    if X.shape[1] < 1:
-        raise ValueError("X has no features")
-    if not np.issubdtype(X.dtype, np.number) and X.dtype != bool:
-        raise ValueError(f"X must be numeric; got dtype {X.dtype}")
-    X = X.astype(jnp.zeros(0).dtype)
-    if not np.isfinite(X).all():
-        raise ValueError("X contains NaN or infinite values; impute or drop them first")
-    return X
-
-
-def check_labels(y, n: int) -> np.ndarray:
-    """Validate encoded labels ``[n]`` in ``0..L-1``."""
-    y = np.asarray(y)
-    if y.ndim != 1:
-        raise ValueError(f"y must be 1-D [n_samples]; got shape {y.shape}")
-    if y.shape[0] != n:
-        raise ValueError(f"X has {n} samples but y has {y.shape[0]}")
-    if not np.issubdtype(y.dtype, np.integer) or (y.size and y.min() < 0):
-        raise ValueError("labels must be integers in 0..L-1 (the estimators encode any labels)")
-    return y.astype(np.int32)

@@ -1,21 +1,38 @@
-"""scikit-learn-style estimators: a thin shell over the functional core.
+"""scikit-learn estimators: a thin shell over the functional core.
 
-The shell validates input, encodes labels (any label values), builds T0, computes statistics
-and calls the pure functions; it holds no math. ``get_params``/``set_params`` follow scikit-learn's
-conventions, so ``sklearn.base.clone``, ``GridSearchCV`` and pipelines work with these classes.
+The shell validates input with scikit-learn's utilities, encodes labels (any label values),
+builds T0, computes statistics and calls the pure functions; it holds no math. The classes are
+scikit-learn ``BaseEstimator``/``ClassifierMixin`` subclasses, so ``clone``, ``GridSearchCV``,
+pipelines and ``sklearn.utils.estimator_checks`` work with them.
+
+Input (every estimator):
+
+* ``X``: a dense array-like ``[n_samples, n_features]`` of int, float or bool (a pandas frame
+  sets ``feature_names_in_``); it is converted to JAX's float dtype (float32, or float64 under
+  x64). At least 2 samples and 1 feature; NaN, infinite and complex values are refused.
+* Sparse ``X`` is refused with a ``TypeError`` that says to call ``X.toarray()``: every
+  computation here is dense, so a sparse matrix would be densified anyway (``n × D × 4`` bytes in
+  float32); doing it yourself keeps that memory visible.
+* ``y``: class labels of any kind (ints, strings, bools); continuous targets are refused
+  (scikit-learn's "Unknown label type"), as are NaN/inf labels.
+
+A fitted model is saved with :meth:`TreeClassifierBase.save` and read with :func:`jaxtree.load`
+(a ``.npz`` file, no pickle; :mod:`jaxtree.persist`); pickle and joblib work as well.
 """
 
 from __future__ import annotations
 
-import inspect
 import math
 from typing import Optional
 
 import jax.numpy as jnp
 import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
 
 from jaxtree import select
-from jaxtree.build import check_features, dyadic_tree, kd_tree
+from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.cart import cart_tree
 from jaxtree.oblique import margin_bound, node_margins, oblique_tree
 from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_potentials,
@@ -24,17 +41,7 @@ from jaxtree.tree import scale_points
 from jaxtree import hsvote, prune
 from jaxtree.engine import best_pruning, subtree_log_weights
 from jaxtree.stats import node_stats
-
-try:  # use scikit-learn's exception when it is installed, so `except NotFittedError` matches
-    from sklearn.base import BaseEstimator, ClassifierMixin
-    from sklearn.exceptions import NotFittedError
-    # scikit-learn >= 1.6 asks every estimator for __sklearn_tags__ (cross_val_score,
-    # GridSearchCV, pipelines): these bases provide them; ParamsMixin's methods take precedence.
-    _SKLEARN_BASES = (ClassifierMixin, BaseEstimator)
-except ImportError:  # pragma: no cover - scikit-learn is an optional dependency
-    class NotFittedError(ValueError, AttributeError):
-        """Raised when an estimator is used before ``fit``."""
-    _SKLEARN_BASES = ()
+from jaxtree.validation import float_dtype
 
 
 def _cart(X, max_depth, min_split=2, y=None, split="cycle", layout="auto", random_state=0):
@@ -46,32 +53,7 @@ def _cart(X, max_depth, min_split=2, y=None, split="cycle", layout="auto", rando
 PARTITIONS = {"kd": kd_tree, "dyadic": dyadic_tree, "cart": _cart}
 
 
-class ParamsMixin:
-    """``get_params``/``set_params`` from the ``__init__`` signature (scikit-learn convention)."""
-
-    @classmethod
-    def _param_names(cls):
-        signature = inspect.signature(cls.__init__)
-        return sorted(p for p in signature.parameters if p != "self")
-
-    def get_params(self, deep=True):
-        return {name: getattr(self, name) for name in self._param_names()}
-
-    def set_params(self, **params):
-        valid = self._param_names()
-        for name, value in params.items():
-            if name not in valid:
-                raise ValueError(f"invalid parameter {name!r} for {type(self).__name__}; "
-                                 f"valid parameters: {valid}")
-            setattr(self, name, value)
-        return self
-
-    def __repr__(self):
-        args = ", ".join(f"{k}={v!r}" for k, v in self.get_params().items())
-        return f"{type(self).__name__}({args})"
-
-
-class TreeClassifierBase(ParamsMixin, *_SKLEARN_BASES):
+class TreeClassifierBase(ClassifierMixin, BaseEstimator):
     """Shared shell: input checks, label encoding, T0 and its statistics.
 
     Subclasses implement ``_fit_tree(stats, X, y)`` (after ``tree_`` exists) and
@@ -88,31 +70,32 @@ class TreeClassifierBase(ParamsMixin, *_SKLEARN_BASES):
 
     def fit(self, X, y):
         """Build T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` and fit the model. Returns self."""
-        X = check_features(X)
-        y = np.asarray(y)
-        if y.ndim != 1 or y.shape[0] != X.shape[0]:
-            raise ValueError(f"y must be 1-D with one label per row of X; X has {X.shape[0]} "
-                             f"rows, y has shape {y.shape}")
+        X, y = validate_data(self, X, y, dtype=float_dtype(), ensure_min_samples=2)
+        check_classification_targets(y)
         self.classes_, y_encoded = np.unique(y, return_inverse=True)
-        self.n_features_in_ = X.shape[1]
+        self._check_classes()
         self.tree_ = self._build_tree(X, y_encoded)
-        self.stats_ = node_stats(self.tree_, X, jnp.asarray(y_encoded), len(self.classes_))
+        self.stats_ = node_stats(self.tree_, X, jnp.asarray(y_encoded), self._num_stat_classes())
         self._select_params(X, y_encoded)
         self._fit_tree(self.stats_, X, y_encoded)
         return self
 
     def predict_proba(self, X):
         """``[n, L]`` class scores (columns in the order of ``classes_``)."""
-        return np.asarray(self._scores(self._check_predict_input(X)))
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=float_dtype())
+        return np.asarray(self._scores(X))
 
     def predict(self, X):
         """``[n]`` predicted labels (values from ``classes_``)."""
-        proba = self.predict_proba(X)  # first: raises NotFittedError before classes_ exists
+        proba = self.predict_proba(X)
         return self.classes_[np.argmax(proba, axis=1)]
 
-    def score(self, X, y):
-        """Mean accuracy on ``(X, y)``."""
-        return float(np.mean(self.predict(X) == np.asarray(y)))
+    def save(self, path):
+        """Write the fitted model to ``path`` (a ``.npz`` of arrays and a JSON of parameters, no
+        pickle); read it back with :func:`jaxtree.load`. See :mod:`jaxtree.persist`."""
+        from jaxtree import persist
+        persist.save(self, path)
 
     # -----------------------------------------------------------------------------------------
     def _tuning_spec(self):
@@ -121,6 +104,13 @@ class TreeClassifierBase(ParamsMixin, *_SKLEARN_BASES):
         ``((name, ±1), ...)``, the constructor parameters it takes with their tie-breaking
         directions (+1: larger values give a simpler model, -1: smaller ones do)."""
         return None
+
+    def _check_classes(self):
+        """Refuse label sets the method cannot fit (``classes_`` is set); all are fine here."""
+
+    def _num_stat_classes(self) -> int:
+        """L of the node statistics (the number of classes)."""
+        return len(self.classes_)
 
     def _param(self, name):
         """The fitted value of a constructor parameter: the tuned one when ``fit`` tuned it."""
@@ -168,20 +158,6 @@ class TreeClassifierBase(ParamsMixin, *_SKLEARN_BASES):
         return builder(X, max_depth=None if depth is None else int(depth),
                        min_split=self.min_split, y=y, split=self.split,
                        layout=getattr(self, "layout", "auto"), **seed)
-
-    def _check_predict_input(self, X):
-        if not hasattr(self, "tree_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
-        X = np.asarray(X)
-        if X.ndim != 2:
-            raise ValueError(f"X must be a 2-D array [n_samples, n_features]; got shape {X.shape}")
-        if X.shape[1] != self.n_features_in_:
-            raise ValueError(f"X has {X.shape[1]} features, but {type(self).__name__} was "
-                             f"fitted with {self.n_features_in_}")
-        X = X.astype(jnp.zeros(0).dtype)
-        if not np.isfinite(X).all():
-            raise ValueError("X contains NaN or infinite values; impute or drop them first")
-        return X
 
 
 def default_depth(partition: str, n: int, dims: int) -> Optional[int]:
@@ -400,7 +376,9 @@ class PrunedTreeClassifier(TreeClassifierBase):
 
 class HSVoteClassifier(TreeClassifierBase):
     """Helmbold–Schapire vote over every pruning of T0 (SPEC §3; :mod:`jaxtree.hsvote`); binary
-    labels only (a ``ValueError`` otherwise).
+    labels only: declared through scikit-learn's tags (``classifier_tags.multi_class = False``),
+    and more than two classes raise a ``ValueError``. A single class is fitted and predicted
+    everywhere (``predict_proba`` is then ``[n, 1]`` of ones).
 
     Args:
       partition, max_depth, min_split, split: T0, as in :class:`PACBayesTreeClassifier`.
@@ -422,18 +400,26 @@ class HSVoteClassifier(TreeClassifierBase):
         self.eta = eta
         self.loss = loss
 
-    def fit(self, X, y):
-        """As :meth:`TreeClassifierBase.fit`; ``y`` must hold exactly two classes."""
-        labels = np.unique(np.asarray(y))
-        if len(labels) != 2:
-            raise ValueError(f"HSVoteClassifier needs exactly two classes (binary labels); got "
-                             f"{len(labels)}. Use PACBayesTreeClassifier or PrunedTreeClassifier "
-                             "for multiclass problems")
-        return super().fit(X, y)
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
 
     def predict(self, X):
-        positive = self.predict_proba(X)[:, 1] >= 0.5  # NotFittedError before classes_
-        return self.classes_[positive.astype(int)]
+        proba = self.predict_proba(X)
+        if len(self.classes_) == 1:
+            return np.repeat(self.classes_, proba.shape[0])
+        return self.classes_[(proba[:, 1] >= 0.5).astype(int)]
+
+    def _check_classes(self):
+        if len(self.classes_) > 2:
+            raise ValueError(f"Only binary classification is supported: HSVoteClassifier "
+                             f"needs at most two classes; got {len(self.classes_)}. Use "
+                             "PACBayesTreeClassifier or PrunedTreeClassifier for multiclass "
+                             "problems")
+
+    def _num_stat_classes(self):
+        return 2  # P(y = 1) estimates: a single class is class 0 with no points of class 1
 
     def _fit_tree(self, stats, X, y):
         if not self.eta > 0:
@@ -444,6 +430,8 @@ class HSVoteClassifier(TreeClassifierBase):
         self.node_log_weights_ = hsvote.hs_log_weights(self.tree_, stats, self.eta, self.loss)
 
     def _scores(self, X):
+        if len(self.classes_) == 1:
+            return jnp.ones((X.shape[0], 1), X.dtype)
         p = hsvote.hs_vote(self.tree_, self.node_estimates_, self.node_log_weights_, X)
         return jnp.stack([1 - p, p], axis=1)
 
@@ -487,8 +475,7 @@ class ObliqueTreeClassifier(TreeClassifierBase):
 
     def margin_bound(self, delta=0.05):
         """Theorem 0.1's bound on the generalization error (:func:`jaxtree.margin_bound`)."""
-        if not hasattr(self, "tree_"):
-            raise NotFittedError(f"this {type(self).__name__} is not fitted yet; call fit first")
+        check_is_fitted(self)
         return margin_bound(self.margins_, self.radius_, self.n_samples_, delta)
 
     def _build_tree(self, X, y):

@@ -27,6 +27,7 @@ import jax.numpy as jnp
 from jaxtree.engine import subtree_log_weights, tree_membership
 from jaxtree.stats import NodeStats
 from jaxtree.tree import Tree, check_node_arrays, route
+from jaxtree.validation import check_points
 
 Array = jax.Array
 
@@ -79,7 +80,6 @@ def hs_log_weights(tree: Tree, stats: NodeStats, eta, loss: str = "log") -> Arra
     return subtree_log_weights(leaf, tree.internal, split, layout=tree.layout)
 
 
-@jax.jit
 def hs_vote(tree: Tree, estimates: Array, log_weights: Array, X: Array) -> Array:
     """``[n]``: ``P(y = 1 | x) = Σ_{A ∈ path(x)} w(A)·p_A``; the vote predicts 1 iff it is ≥ ½.
 
@@ -88,6 +88,12 @@ def hs_vote(tree: Tree, estimates: Array, log_weights: Array, X: Array) -> Array
       log_weights: ``[nodes]`` (:func:`hs_log_weights`).
       X: ``[n, D]`` points.
     """
+    check_points(X, tree.num_features)  # values too, before tracing
+    return _hs_vote(tree, estimates, log_weights, X)
+
+
+@jax.jit
+def _hs_vote(tree, estimates, log_weights, X):
     check_node_arrays(tree, estimates=estimates, log_weights=log_weights)
     path, on_path = route(tree, X)
     weight = jnp.where(on_path, jnp.exp(log_weights[path]), 0.0)

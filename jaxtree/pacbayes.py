@@ -19,6 +19,7 @@ import jax.numpy as jnp
 from jaxtree.engine import subtree_log_weights, tree_membership
 from jaxtree.stats import NodeStats
 from jaxtree.tree import Tree, check_node_arrays, route
+from jaxtree.validation import check_num_classes, check_points
 
 Array = jax.Array
 
@@ -53,7 +54,6 @@ def pacbayes_theory_potentials(tree: Tree, stats: NodeStats, lam, delta=0.05) ->
     return jnp.where(total > 0, phi, 0.0)
 
 
-@functools.partial(jax.jit, static_argnames="num_classes")
 def vote(tree: Tree, label: Array, log_weights: Array, X: Array, num_classes: int) -> Array:
     """Class scores of the weighted-majority vote (SPEC §2, "Prediction").
 
@@ -70,6 +70,13 @@ def vote(tree: Tree, label: Array, log_weights: Array, X: Array, num_classes: in
     Returns:
       ``[n, L]`` float scores.
     """
+    check_num_classes(num_classes)
+    check_points(X, tree.num_features)  # values too, before tracing
+    return _vote(tree, label, log_weights, X, num_classes)
+
+
+@functools.partial(jax.jit, static_argnames="num_classes")
+def _vote(tree, label, log_weights, X, num_classes):
     check_node_arrays(tree, label=label, log_weights=log_weights)
     path, on_path = route(tree, X)
     return scores_from_paths(path, on_path, label, log_weights, num_classes)

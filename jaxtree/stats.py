@@ -17,6 +17,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxtree.tree import Tree, route
+from jaxtree.validation import (check_num_classes, check_points, check_sample_labels,
+                                check_sample_weight)
 
 Array = jax.Array
 
@@ -69,8 +71,10 @@ def node_stats(tree: Tree, X: Array, y: Array, num_classes: int,
       :class:`NodeStats` with ``counts [nodes, L]`` and ``label [nodes]``.
 
     Raises:
-      ValueError: on shapes that do not fit the tree, and on labels outside ``0..L-1`` (checked
-        when ``y`` is concrete; under your own ``jit`` such points would silently count nowhere).
+      ValueError, TypeError: on shapes that do not fit the tree, non-integer labels, X that is
+        not real, and (checked when the arrays are concrete; under your own ``jit`` such points
+        would silently count nowhere or go left) labels outside ``0..L-1``, NaN/inf in ``X`` or
+        ``sample_weight``, negative weights.
     """
     _check_sample(tree, X, y, num_classes, sample_weight)
     return _node_stats(tree, X, y, num_classes, sample_weight)
@@ -83,21 +87,12 @@ def _node_stats(tree, X, y, num_classes, sample_weight):
 
 
 def _check_sample(tree, X, y, num_classes, sample_weight):
-    n_features = tree.num_features
-    if np.ndim(X) != 2 or np.shape(X)[1] != n_features:
-        raise ValueError(f"X must be [n, {n_features}] for this tree; got shape {np.shape(X)}")
+    check_num_classes(num_classes)
+    check_points(X, tree.num_features)
     n = np.shape(X)[0]
-    if np.shape(y) != (n,):
-        raise ValueError(f"y must be [n] = [{n}] like X; got shape {np.shape(y)}")
-    if sample_weight is not None and np.shape(sample_weight) != (n,):
-        raise ValueError(f"sample_weight must be [{n}]; got shape {np.shape(sample_weight)}")
-    try:
-        labels = np.asarray(y)
-    except jax.errors.TracerArrayConversionError:   # traced inside a caller's jit: no values
-        return
-    if n and (labels.min() < 0 or labels.max() >= num_classes):
-        raise ValueError(f"labels must lie in 0..num_classes-1 = 0..{num_classes - 1}; got "
-                         f"{labels.min()}..{labels.max()}")
+    check_sample_labels(y, n, num_classes)
+    if sample_weight is not None:
+        check_sample_weight(sample_weight, n)
 
 
 def stats_from_paths(tree: Tree, path: Array, on_path: Array, y: Array, num_classes: int,

@@ -17,6 +17,8 @@ from typing import Optional
 import jax
 import jax.numpy as jnp
 
+from jaxtree.validation import check_points, float_dtype
+
 Array = jax.Array
 
 
@@ -93,20 +95,29 @@ def scale_points(tree: Tree, X: Array) -> Array:
     return jnp.clip(Z, 0.0, 1.0) if tree.clip else Z
 
 
-@jax.jit
 def route(tree: Tree, X: Array) -> tuple[Array, Array]:
     """Root-to-leaf paths of a batch of points.
 
     Args:
       tree: the tree.
-      X: ``[n, D]`` float, unscaled points.
+      X: ``[n, D]`` real (int, float or bool), finite, unscaled points.
 
     Returns:
       path: ``[n, levels]`` int32, the slot of the node containing each point at each level; after
         the point's leaf the leaf is repeated.
       on_path: ``[n, levels]`` bool, True at the levels where ``path`` is a distinct node (the
         nodes of the root-to-leaf path).
+
+    Raises:
+      ValueError, TypeError: ``X`` of another shape than ``[n, D]``, not real, or (when
+        concrete) holding NaN or inf, which would be routed silently to the left.
     """
+    check_points(X, tree.num_features)
+    return _route(tree, X)
+
+
+@jax.jit
+def _route(tree: Tree, X: Array) -> tuple[Array, Array]:
     Z = scale_points(tree, X)
     rows = jnp.arange(Z.shape[0])
 
@@ -136,7 +147,7 @@ def leaf_of(tree: Tree, X: Array) -> Array:
 
 def tree_from_numpy(feature, threshold, internal, layout, shift, inv_scale, clip) -> Tree:
     """Assemble a :class:`Tree` from NumPy arrays (used by the builders)."""
-    dtype = jnp.zeros(0).dtype  # float32, or float64 under x64
+    dtype = float_dtype()
     return Tree(
         feature=jnp.asarray(feature, jnp.int32),
         threshold=jnp.asarray(threshold, dtype),
