@@ -30,7 +30,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxtree.layout import children_of, path_sum_by_fold, require_node_vectors, semiring_step
+from jaxtree.layout import (at_level, path_sum_by_fold, per_node_down, per_node_up,
+                            require_node_vectors, semiring_step)
 from jaxtree.tree import Tree
 
 Array = jax.Array
@@ -141,39 +142,73 @@ class CompactLayout:
     def fold_up(self, step: Callable, inputs):
         """Bottom-up pass with any per-node state, as :meth:`CompleteLayout.fold_up`: the
         deepest level's step, then one ``lax.scan`` over the others (``x`` and ``children``
-        are ``[W]`` pytrees; padding slots get a step too and are ignored by the callers).
-        Returns ``(value at the root, out over [nodes])``."""
-        x = jax.tree.map(self._levels, inputs)
-        half = self.width // 2
-        deepest_value, deepest_out = step(jax.tree.map(lambda v: v[-1], x), None)
-
-        def level_step(below, level):
-            x_level, child = level
-            # each slot's (left, right) child pair, laid out as a heap level: [W, 2] -> [2W]
-            pairs = jax.tree.map(lambda v: v.reshape(half, 2)[child // 2].reshape(-1), below)
-            return step(x_level, children_of(pairs))
-
-        top, above = jax.lax.scan(level_step, deepest_value,
-                                  (jax.tree.map(lambda v: v[:-1], x), self.child_pos[:-1]),
-                                  reverse=True)
-        return (jax.tree.map(lambda v: v[0], top),
-                jax.tree.map(lambda a, d: jnp.concatenate([a.reshape(-1), d]), above,
-                             deepest_out))
+        are ``[W, ...]`` pytrees; padding slots get a step too and are ignored by the callers).
+        Returns ``(value at the root, out over [nodes, ...])``."""
+        top, out, _ = self.fold_up_levels(per_node_up(step), inputs)
+        return jax.tree.map(lambda v: v[0], top), out
 
     def fold_down(self, step: Callable, inputs):
         """Top-down pass with any per-node state, as :meth:`CompleteLayout.fold_down`: the root
         level's step (every slot of level 0 gets ``above=None``), then one ``lax.scan`` over
-        the other levels, each slot getting its parent's value (``[W]`` pytrees)."""
+        the other levels, each slot getting its parent's value (``[W, ...]`` pytrees)."""
+        out, _ = self.fold_down_levels(per_node_down(step), inputs)
+        return out
+
+    def fold_up_levels(self, step: Callable, inputs, level_inputs=None):
+        """:meth:`CompleteLayout.fold_up_levels`: the deepest level's step, then one
+        ``lax.scan`` over the others, so ``value`` must keep one shape from level to level."""
         x = jax.tree.map(self._levels, inputs)
-        top_value, top_out = step(jax.tree.map(lambda v: v[0], x), None)
+        half = self.width // 2
+
+        def children_at(child):
+            def children(below):
+                # each slot's (left, right) pair: [W/2, 2, ...] rows picked by child // 2
+                pairs = jax.tree.map(lambda v: v.reshape(half, 2, *v.shape[1:])[child // 2],
+                                     below)
+                return (jax.tree.map(lambda p: p[:, 0], pairs),
+                        jax.tree.map(lambda p: p[:, 1], pairs))
+            return children
+
+        deepest, deepest_out, deepest_level_out = step(
+            at_level(x, -1), at_level(level_inputs, -1), None, children_at(self.child_pos[-1]))
+
+        def level_step(below, level):
+            x_level, x_whole, child = level
+            value, out, level_out = step(x_level, x_whole, below, children_at(child))
+            return value, (out, level_out)
+
+        top, (above, above_level) = jax.lax.scan(
+            level_step, deepest,
+            (_head(x), _head(level_inputs), self.child_pos[:-1]), reverse=True)
+        out = jax.tree.map(lambda a, d: jnp.concatenate([a.reshape(-1, *a.shape[2:]), d]),
+                           above, deepest_out)
+        level_out = jax.tree.map(lambda a, d: jnp.concatenate([a, d[None]]), above_level,
+                                 deepest_level_out)
+        return top, out, level_out
+
+    def fold_down_levels(self, step: Callable, inputs, level_inputs=None):
+        """:meth:`CompleteLayout.fold_down_levels`: the root level's step, then one
+        ``lax.scan`` over the other levels."""
+        x = jax.tree.map(self._levels, inputs)
+
+        def parents_at(parent):
+            return lambda above: jax.tree.map(lambda v: v[parent], above)
+
+        top, top_out, top_level_out = step(at_level(x, 0), at_level(level_inputs, 0), None,
+                                           parents_at(self.parent_pos[0]))
 
         def level_step(above, level):
-            x_level, parent = level
-            return step(x_level, jax.tree.map(lambda v: v[parent], above))
+            x_level, x_whole, parent = level
+            value, out, level_out = step(x_level, x_whole, above, parents_at(parent))
+            return value, (out, level_out)
 
-        _, below = jax.lax.scan(level_step, top_value,
-                                (jax.tree.map(lambda v: v[1:], x), self.parent_pos[1:]))
-        return jax.tree.map(lambda t, b: jnp.concatenate([t, b.reshape(-1)]), top_out, below)
+        _, (below, below_level) = jax.lax.scan(
+            level_step, top, (_tail(x), _tail(level_inputs), self.parent_pos[1:]))
+        out = jax.tree.map(lambda t, b: jnp.concatenate([t, b.reshape(-1, *b.shape[2:])]),
+                           top_out, below)
+        level_out = jax.tree.map(lambda t, b: jnp.concatenate([t[None], b]), top_level_out,
+                                 below_level)
+        return out, level_out
 
     def path_sum(self, edge: Array) -> Array:
         """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes]``.
@@ -194,7 +229,18 @@ class CompactLayout:
 
     # -- helpers ----------------------------------------------------------------------------------
     def _levels(self, x: Array) -> Array:
-        return x.reshape(self.num_levels, self.width)
+        """``[nodes, ...]`` → ``[levels, W, ...]``."""
+        return x.reshape(self.num_levels, self.width, *x.shape[1:])
+
+
+def _head(tree):
+    """Every level but the deepest of a pytree of ``[levels, ...]`` arrays."""
+    return jax.tree.map(lambda v: v[:-1], tree)
+
+
+def _tail(tree):
+    """Every level but the root's of a pytree of ``[levels, ...]`` arrays."""
+    return jax.tree.map(lambda v: v[1:], tree)
 
 
 def pad_compact(tree: Tree, levels: int, width: int) -> Tree:

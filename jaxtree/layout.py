@@ -3,9 +3,13 @@
 Every per-node array in jaxtree is one flat array ``[nodes]`` (or ``[nodes, ...]``). A *layout*
 says which slot holds which node and provides the only operations the engine needs:
 
-* ``fold_up(step, inputs)`` — a bottom-up pass with any per-node state (one step per level,
-  deepest first; each node sees its children's states);
+* ``fold_up(step, inputs)`` — a bottom-up pass with any per-node state, a pytree of scalars or
+  vectors per node (one step per level, deepest first; each node sees its children's states);
 * ``fold_down(step, inputs)`` — its top-down mirror (each node sees its parent's state);
+* ``fold_up_levels`` / ``fold_down_levels`` — the same passes with a state that is a whole level
+  (per-node arrays beside arrays of any fixed shape, e.g. the packed size tables of
+  :func:`jaxtree.min_error_per_size`), per-level inputs and per-level outputs; ``fold_up`` and
+  ``fold_down`` are these with a per-node step;
 * ``up(leaf, split, internal, combine)`` — the semiring case of ``fold_up``:
   ``v(A) = combine(leaf(A), split(A) + v(A_L) + v(A_R))`` at internal nodes, ``v(A) = leaf(A)``
   elsewhere;
@@ -15,7 +19,7 @@ says which slot holds which node and provides the only operations the engine nee
 
 The methods (PAC-Bayes, pruning, ...) only ever call these through :mod:`jaxtree.engine` or the
 folds, so a second layout (a level-compacted one for trees hundreds of levels deep) plugs in by
-implementing the same methods.
+implementing the same methods: every level traversal of the library is one of the two folds.
 
 :class:`CompleteLayout` is the complete binary tree of static depth ``D0`` in heap order: node 0
 is the root, node ``i`` has children ``2i+1`` and ``2i+2``, level ``l`` holds nodes
@@ -53,6 +57,11 @@ class CompleteLayout:
     def num_levels(self) -> int:
         return self.depth + 1
 
+    @property
+    def width(self) -> int:
+        """Slots in the widest level (the deepest one), ``2**D0``."""
+        return 2 ** self.depth
+
     # -- static index arrays (NumPy, built once per depth) -------------------------------------
     def left_child(self) -> np.ndarray:
         """``[nodes]`` int32: slot of each node's left child (right = left + 1); leaves of the
@@ -85,40 +94,64 @@ class CompleteLayout:
     def fold_up(self, step: Callable, inputs):
         """Bottom-up pass with any per-node state (:func:`semiring_step` gives :meth:`up`).
 
-        ``step(x, children) -> (value, out)``: ``x`` is ``inputs`` (a pytree of ``[nodes]``
+        ``step(x, children) -> (value, out)``: ``x`` is ``inputs`` (a pytree of ``[nodes, ...]``
         arrays) at one level's nodes, ``children`` is ``(left, right)``, the ``value`` pytrees of
         the level below at each node's two children (None at the deepest level); ``value`` and
-        ``out`` are pytrees of arrays over the level's nodes. Returns ``(value at the root,
-        out over [nodes])``, the first a pytree of scalars. One step per level, unrolled.
+        ``out`` are pytrees of arrays ``[level nodes, ...]`` (any trailing axes: a vector per
+        node). Returns ``(value at the root, out over [nodes, ...])``. One step per level,
+        unrolled; :meth:`fold_up_levels` is the form whose state may be a whole level.
         """
-        x_levels = jax.tree.map(self._levels, inputs)
-        outs = [None] * self.num_levels
-        value = None
-        for level in reversed(range(self.num_levels)):
-            children = None if value is None else children_of(value)
-            value, outs[level] = step(jax.tree.map(lambda v: v[level], x_levels,
-                                                   is_leaf=lambda v: isinstance(v, list)),
-                                      children)
-        return (jax.tree.map(lambda v: v[0], value),
-                jax.tree.map(lambda *per_level: jnp.concatenate(per_level), *outs))
+        top, out, _ = self.fold_up_levels(per_node_up(step), inputs)
+        return jax.tree.map(lambda v: v[0], top), out
 
     def fold_down(self, step: Callable, inputs):
         """Top-down pass with any per-node state, the mirror of :meth:`fold_up`.
 
-        ``step(x, above) -> (value, out)``: ``x`` is ``inputs`` (a pytree of ``[nodes]`` arrays)
-        at one level's nodes, ``above`` the ``value`` pytree of the level above at each node's
-        parent (None at the root's level); ``value`` and ``out`` are pytrees of arrays over the
-        level's nodes. Returns ``out`` over ``[nodes]``. One step per level, unrolled.
+        ``step(x, above) -> (value, out)``: ``x`` is ``inputs`` (a pytree of ``[nodes, ...]``
+        arrays) at one level's nodes, ``above`` the ``value`` pytree of the level above at each
+        node's parent (None at the root's level); ``value`` and ``out`` are pytrees of arrays
+        ``[level nodes, ...]``. Returns ``out`` over ``[nodes, ...]``. One step per level,
+        unrolled.
+        """
+        out, _ = self.fold_down_levels(per_node_down(step), inputs)
+        return out
+
+    def fold_up_levels(self, step: Callable, inputs, level_inputs=None):
+        """Bottom-up pass whose state is a whole level (per-node arrays and any others).
+
+        ``step(x, x_level, below, children) -> (value, out, level_out)``: ``x`` is ``inputs``
+        (``[nodes, ...]`` arrays) at the level's nodes, ``x_level`` is ``level_inputs``
+        (``[levels, ...]`` arrays) at the level, ``below`` the ``value`` the step returned for
+        the level below (None at the deepest level), and ``children(v)`` gives ``(left, right)``,
+        a pytree ``v`` of per-node arrays of the level below at each node's two children.
+        ``out`` is per node (``[level nodes, ...]``); ``level_out`` has one shape at every level.
+        Returns ``(value of the root's level, out [nodes, ...], level_out [levels, ...])``.
         """
         x_levels = jax.tree.map(self._levels, inputs)
-        outs = []
+        outs, level_outs = [None] * self.num_levels, [None] * self.num_levels
+        value = None
+        for level in reversed(range(self.num_levels)):
+            value, outs[level], level_outs[level] = step(
+                self._at(x_levels, level), at_level(level_inputs, level), value, children_of)
+        return value, _concatenate(outs), _stack(level_outs)
+
+    def fold_down_levels(self, step: Callable, inputs, level_inputs=None):
+        """Top-down pass whose state is a whole level, the mirror of :meth:`fold_up_levels`.
+
+        ``step(x, x_level, above, parent) -> (value, out, level_out)``: ``above`` is the
+        ``value`` of the level above (None at the root's level), ``parent(v)`` gives a pytree of
+        per-node arrays of the level above at each node's parent. Returns
+        ``(out [nodes, ...], level_out [levels, ...])``.
+        """
+        x_levels = jax.tree.map(self._levels, inputs)
+        outs, level_outs = [], []
         value = None
         for level in range(self.num_levels):
-            above = None if value is None else jax.tree.map(_twice, value)
-            value, out = step(jax.tree.map(lambda v: v[level], x_levels,
-                                           is_leaf=lambda v: isinstance(v, list)), above)
+            value, out, level_out = step(self._at(x_levels, level), at_level(level_inputs, level),
+                                         value, _at_parents)
             outs.append(out)
-        return jax.tree.map(lambda *per_level: jnp.concatenate(per_level), *outs)
+            level_outs.append(level_out)
+        return _concatenate(outs), _stack(level_outs)
 
     def path_sum(self, edge: Array) -> Array:
         """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes, ...]``."""
@@ -138,6 +171,11 @@ class CompleteLayout:
     def _levels(self, x: Array) -> list[Array]:
         """``[nodes, ...]`` → one array per level (``jnp.split``: its transpose is a concatenate)."""
         return jnp.split(x, [2 ** level - 1 for level in range(1, self.num_levels)])
+
+    @staticmethod
+    def _at(x_levels, level: int):
+        """The pytree of per-level lists ``x_levels`` at one level."""
+        return jax.tree.map(lambda v: v[level], x_levels, is_leaf=lambda v: isinstance(v, list))
 
 
 def semiring_step(combine: Callable[[Array, Array], Array]) -> Callable:
@@ -168,11 +206,47 @@ def path_sum_by_fold(layout, edge: Array) -> Array:
     return layout.fold_down(step, (edge, is_root))
 
 
+def per_node_up(step: Callable) -> Callable:
+    """The ``fold_up_levels`` step of a ``fold_up`` step: each node sees its children's values."""
+    def level_step(x, x_level, below, children):
+        value, out = step(x, None if below is None else children(below))
+        return value, out, None
+    return level_step
+
+
+def per_node_down(step: Callable) -> Callable:
+    """The ``fold_down_levels`` step of a ``fold_down`` step: each node sees its parent's value."""
+    def level_step(x, x_level, above, parent):
+        value, out = step(x, None if above is None else parent(above))
+        return value, out, None
+    return level_step
+
+
 def children_of(value):
-    """``(left, right)``: a level's values (pytree of ``[2m]``) at the children of the ``m``
+    """``(left, right)``: a level's values (pytree of ``[2m, ...]``) at the children of the ``m``
     nodes above (heap order: children ``2k``, ``2k+1``)."""
-    pairs = jax.tree.map(lambda v: v.reshape(-1, 2), value)
+    pairs = jax.tree.map(lambda v: v.reshape(-1, 2, *v.shape[1:]), value)
     return jax.tree.map(lambda p: p[:, 0], pairs), jax.tree.map(lambda p: p[:, 1], pairs)
+
+
+def _at_parents(value):
+    """A level's values (pytree of ``[m, ...]``) at each node of the level below (heap order)."""
+    return jax.tree.map(_twice, value)
+
+
+def at_level(level_inputs, level: int):
+    """``level_inputs`` (pytree of ``[levels, ...]``) at one level."""
+    return jax.tree.map(lambda v: v[level], level_inputs)
+
+
+def _concatenate(per_level):
+    """A list of per-level pytrees of ``[level nodes, ...]`` → one pytree of ``[nodes, ...]``."""
+    return jax.tree.map(lambda *parts: jnp.concatenate(parts), *per_level)
+
+
+def _stack(per_level):
+    """A list of per-level pytrees of one shape → one pytree of ``[levels, ...]``."""
+    return jax.tree.map(lambda *parts: jnp.stack(parts), *per_level)
 
 
 def require_node_vectors(primitive: str, *arrays) -> None:
