@@ -25,6 +25,7 @@ from typing import Optional
 
 import numpy as np
 
+from jaxtree.collective import LOCAL, feature_std, order_statistics
 from jaxtree.compact import CompactLayout
 from jaxtree.layout import CompleteLayout
 from jaxtree.tree import Tree, tree_from_numpy
@@ -72,11 +73,18 @@ def kd_tree(X, max_depth: int, min_split: int = 2, y=None, split: str = "cycle",
       a :class:`Tree` whose scaling divides each feature by its standard deviation.
     """
     X, y = _check_build_input(X, y, max_depth, min_split, split)
-    std = X.std(axis=0)
+    return grow_kd(X, y, max_depth, min_split, split, layout)
+
+
+def grow_kd(X, y, max_depth, min_split, split, layout, reducer=LOCAL) -> Tree:
+    """:func:`kd_tree` on checked input whose rows may be spread over several holders:
+    ``reducer`` (:mod:`jaxtree.collective`) combines their statistics; every holder returns
+    the same tree, the one of all rows in one place."""
+    std = feature_std(X, reducer)
     inv_scale = np.where(std > 0, 1.0 / np.where(std > 0, std, 1.0), 1.0).astype(X.dtype)
     shift = np.zeros(X.shape[1], X.dtype)
     Z = (X - shift) * inv_scale
-    levels = grow(Z, y, max_depth, min_split, split, _median_thresholds)
+    levels = grow(Z, y, max_depth, min_split, split, "median", level_statistics(Z, reducer))
     return pack(levels, shift, inv_scale, clip=False, layout=layout)
 
 
@@ -88,29 +96,34 @@ def dyadic_tree(X, max_depth: int, min_split: int = 2, y=None, split: str = "cyc
     and clips test points to ``[0, 1]``.
     """
     X, y = _check_build_input(X, y, max_depth, min_split, split)
-    lo, hi = X.min(axis=0), X.max(axis=0)
+    return grow_dyadic(X, y, max_depth, min_split, split, layout)
+
+
+def grow_dyadic(X, y, max_depth, min_split, split, layout, reducer=LOCAL) -> Tree:
+    """:func:`dyadic_tree` on checked input whose rows may be spread over holders
+    (:func:`grow_kd`)."""
+    empty = np.full(X.shape[1], np.inf, X.dtype)
+    lo = reducer.min(X.min(axis=0) if len(X) else empty).astype(X.dtype)
+    hi = reducer.max(X.max(axis=0) if len(X) else -empty).astype(X.dtype)
     span = hi - lo
     inv_scale = np.where(span > 0, 1.0 / np.where(span > 0, span, 1.0), 1.0).astype(X.dtype)
     Z = np.clip((X - lo) * inv_scale, 0, 1)
-    levels = grow(Z, y, max_depth, min_split, split, _midpoint_thresholds)
+    levels = grow(Z, y, max_depth, min_split, split, "midpoint", level_statistics(Z, reducer))
     return pack(levels, lo, inv_scale, clip=True, layout=layout)
 
 
 def grow(Z: np.ndarray, y: Optional[np.ndarray], max_depth: int, min_split: int, split: str,
-         thresholds) -> list[GrownLevel]:
+         rule: str, statistics) -> list[GrownLevel]:
     """Grow T0 level by level on scaled points ``Z`` ``[n, D]``.
 
-    ``thresholds(node, cells, feature, level_size, sorted_level)`` returns the threshold of every
-    node of the level (used for split nodes only). ``cells`` is ``(lo, hi)``, each ``[m, D]``: the
-    box of every node (the root's is ``[0, 1]^D`` for dyadic trees; KD trees ignore it).
-    ``sorted_level()`` gives the points' values in their node's split feature sorted by
-    (node, value), and the node of each, on demand.
+    ``rule``: ``"median"`` (KD) or ``"midpoint"`` (dyadic) thresholds. ``statistics``
+    (:func:`level_statistics`) gives the order statistics of the level's points and, through its
+    ``reducer``, the sums over every holder of rows: with rows spread over processes each holds
+    its block, and all grow the same levels.
     """
     n, dims = Z.shape
-    # each point's rank in every column (ties by position) and the sorted columns, computed once
-    # on first use: sorting integer keys (node, rank) orders each node's values, and the ranks
-    # of a subset keep their order
-    root_order = functools.cache(lambda: column_order(Z))
+    reducer = statistics.reducer
+    num_labels = None if y is None else int(reducer.max(np.array([y.max() + 1 if n else 0]))[0])
     node = np.zeros(n, np.int64)          # index of each live point's node within the level
     points = np.arange(n)                 # which points are still in split nodes
     parent = np.array([-1])
@@ -118,23 +131,19 @@ def grow(Z: np.ndarray, y: Optional[np.ndarray], max_depth: int, min_split: int,
     levels = []
     for depth in range(max_depth + 1):
         m = parent.shape[0]
-        count = np.bincount(node, minlength=m)
+        count = reducer.sum(np.bincount(node, minlength=m))
         splits = (count >= min_split) & (depth < max_depth)
         if y is not None:
-            splits &= ~_pure(node, y[points], m)
+            splits &= ~_pure(reducer.sum(_class_counts(node, y[points], m, num_labels)))
         if split == "cycle":
             feature = np.full(m, depth % dims, np.int64)
         else:
-            ranks, sorted_columns = root_order()
-            feature = _widest_spread(sorted_columns, ranks[points], node, m, splits)
-
-        def sorted_level():
-            ranks, sorted_columns = root_order()
-            return _sorted_by_node(sorted_columns, ranks[points, feature[node]], node,
-                                   feature, m)
-
-        threshold = np.where(splits, thresholds(node, cells, feature, m, sorted_level), 0)
-        threshold = threshold.astype(Z.dtype)
+            feature = statistics.widest_spread(points, node, count, splits)
+        if rule == "median":
+            threshold = statistics.median_thresholds(points, node, feature, count, splits)
+        else:
+            threshold = _midpoint_thresholds(cells, feature)
+        threshold = np.where(splits, threshold, 0).astype(Z.dtype)
         value = Z[points, feature[node]]
         levels.append(GrownLevel(parent, splits, np.where(splits, feature, 0), threshold))
         if not splits.any():
@@ -222,38 +231,161 @@ def _sorted_by_node(sorted_columns, rank, node, feature, m):
     return sorted_columns[feature[nodes], keys % n], nodes
 
 
-def _median_thresholds(node, cells, feature, m, sorted_level):
-    """Median of each node's values (mean of the two middle ones for an even count).
+def level_statistics(Z: np.ndarray, reducer=LOCAL):
+    """The order statistics that :func:`grow` needs, for points ``Z`` held in one place
+    (:class:`SortedStatistics`) or spread over the holders that ``reducer`` combines
+    (:class:`ReducedStatistics`)."""
+    return SortedStatistics(Z) if reducer is LOCAL else ReducedStatistics(Z, reducer)
+
+
+def median_rule(low, high, largest, below, has_below):
+    """KD threshold of each node from order statistics of its values in the split feature: the
+    median ``(low + high) / 2`` of the two middle values (equal for an odd count).
 
     Tie rule: ``<= median`` goes left, except when the median is also the node's largest value
     (more than half the points share it), which would send every point left; the threshold is
-    then the midpoint between the largest value below the median and the median, so the tied
-    values go right. A node whose values are all equal keeps the median (its right child is empty).
+    then the midpoint between ``below`` (the largest value under ``largest``, where
+    ``has_below``) and ``largest``, so the tied values go right. A node whose values are all
+    equal keeps the median (its right child is empty).
     """
-    if not len(node):
-        return np.zeros(m)
-    sorted_values, sorted_nodes = sorted_level()
-    count = np.bincount(node, minlength=m)
-    start = np.concatenate([[0], np.cumsum(count)[:-1]])
-    last = np.minimum(start + np.maximum(count, 1) - 1, len(node) - 1)
-    low = sorted_values[np.minimum(start + (np.maximum(count, 1) - 1) // 2, len(node) - 1)]
-    high = sorted_values[np.minimum(start + np.maximum(count, 1) // 2, len(node) - 1)]
     median = (low + high) / 2
-    # first position of each node's largest value (its copies end the node's run), and the
-    # value just before it (if in the node)
-    is_max = sorted_values == sorted_values[last][sorted_nodes]
-    first_of_max = start + count - np.bincount(sorted_nodes[is_max], minlength=m)
-    below = sorted_values[np.maximum(first_of_max - 1, 0)]
-    has_below = first_of_max > start
-    degenerate = (median >= sorted_values[last]) & has_below
-    threshold = np.where(degenerate, (below + sorted_values[last]) / 2, median)
-    return np.where(count > 0, threshold, 0)
+    degenerate = (median >= largest) & has_below
+    return np.where(degenerate, (below + largest) / 2, median)
 
 
-def _midpoint_thresholds(node, cells, feature, m, sorted_level):
+def spread_rule(quartile1, quartile3, smallest, largest):
+    """Per node (``[k, D]`` order statistics of each coordinate), the coordinate whose points have
+    the widest interquartile range (first on ties; the widest range when every interquartile
+    range is 0).
+
+    The interquartile range, not the range: on standardized features a coordinate that is almost
+    always 0 has a huge range from its few non-zero values, and a range rule keeps cutting those
+    few points off (digit's KD tree became a chain of 47 splits with 0.80 test error).
+    """
+    spread = quartile3 - quartile1
+    return np.where(spread.max(axis=1) > 0, np.argmax(spread, axis=1),
+                    np.argmax(largest - smallest, axis=1))
+
+
+def _quartile_ranks(count):
+    """``(rank of Q1, rank of Q3)`` among ``count`` sorted values (0-based)."""
+    return (count - 1) // 4, -(-3 * (count - 1) // 4)
+
+
+class SortedStatistics:
+    """Order statistics of points held in one place, by sorting: every point's rank in every
+    column is computed once (on first use); sorting integer keys (node, rank) then orders each
+    node's values, and the ranks of a subset keep their order."""
+
+    reducer = LOCAL
+
+    def __init__(self, Z: np.ndarray):
+        self.Z = Z
+        self._order = functools.cache(lambda: column_order(Z))
+
+    def median_thresholds(self, points, node, feature, count, splits):
+        """``[m]`` :func:`median_rule` thresholds (of nodes with points)."""
+        m = len(count)
+        if not len(node):
+            return np.zeros(m)
+        ranks, sorted_columns = self._order()
+        sorted_values, sorted_nodes = _sorted_by_node(sorted_columns, ranks[points, feature[node]],
+                                                      node, feature, m)
+        start = np.concatenate([[0], np.cumsum(count)[:-1]])
+        last = np.minimum(start + np.maximum(count, 1) - 1, len(node) - 1)
+        low = sorted_values[np.minimum(start + (np.maximum(count, 1) - 1) // 2, len(node) - 1)]
+        high = sorted_values[np.minimum(start + np.maximum(count, 1) // 2, len(node) - 1)]
+        # first position of each node's largest value (its copies end the node's run), and the
+        # value just before it (if in the node)
+        is_max = sorted_values == sorted_values[last][sorted_nodes]
+        first_of_max = start + count - np.bincount(sorted_nodes[is_max], minlength=m)
+        below = sorted_values[np.maximum(first_of_max - 1, 0)]
+        threshold = median_rule(low, high, sorted_values[last], below, first_of_max > start)
+        return np.where(count > 0, threshold, 0)
+
+    def widest_spread(self, points, node, count, splits):
+        """``[m]`` the :func:`spread_rule` coordinate of every split node (0 elsewhere)."""
+        feature = np.zeros(len(count), np.int64)
+        chosen = splits[node]
+        if not chosen.any():
+            return feature
+        ranks, sorted_columns = self._order()
+        nc = node[chosen]
+        # sort every column within each node: key = node, then the value's rank in its column
+        n = sorted_columns.shape[1]
+        keys = sorted_node_rank_keys(nc, ranks[points[chosen]].T, len(count), n)   # [D, p]
+        sorted_cols = np.take_along_axis(sorted_columns, keys % n, axis=1).T       # [p, D]
+        nodes = np.flatnonzero(splits)
+        size = count[nodes]
+        start = np.concatenate([[0], np.cumsum(size)[:-1]])
+        rank1, rank3 = _quartile_ranks(size)
+        feature[nodes] = spread_rule(sorted_cols[start + rank1], sorted_cols[start + rank3],
+                                     sorted_cols[start], sorted_cols[start + size - 1])
+        return feature
+
+
+class ReducedStatistics:
+    """Order statistics of points spread over holders (processes): exact medians and quartiles
+    by :func:`jaxtree.collective.order_statistics`, extremes by the reducer's max and min; every
+    holder gets the values that sorting all points in one place gives."""
+
+    def __init__(self, Z: np.ndarray, reducer, radix_bits: int = 8):
+        self.Z = Z
+        self.reducer = reducer
+        self.radix_bits = radix_bits
+
+    def median_thresholds(self, points, node, feature, count, splits):
+        """``[m]`` :func:`median_rule` thresholds of the split nodes (0 elsewhere)."""
+        nodes = np.flatnonzero(splits)
+        threshold = np.zeros(len(count), self.Z.dtype)
+        if not len(nodes):
+            return threshold
+        segment = _segment_of(node, splits)
+        value = self.Z[points, feature[node]]
+        ranks = np.stack([(count[nodes] - 1) // 2, count[nodes] // 2], axis=1)
+        middle = order_statistics(value[:, None], segment, ranks, self.reducer,
+                                  self.radix_bits)[:, 0]
+        largest = self._extreme(value, segment, len(nodes), np.maximum)
+        under = np.where(value < largest[np.maximum(segment, 0)], value, -np.inf)
+        below = self._extreme(under, segment, len(nodes), np.maximum)
+        threshold[nodes] = median_rule(middle[:, 0], middle[:, 1], largest, below,
+                                       below > -np.inf)
+        return threshold
+
+    def widest_spread(self, points, node, count, splits):
+        """``[m]`` the :func:`spread_rule` coordinate of every split node (0 elsewhere)."""
+        nodes = np.flatnonzero(splits)
+        feature = np.zeros(len(count), np.int64)
+        if not len(nodes):
+            return feature
+        segment = _segment_of(node, splits)
+        values = self.Z[points]
+        quartiles = order_statistics(values, segment, np.stack(_quartile_ranks(count[nodes]), 1),
+                                     self.reducer, self.radix_bits)       # [k, D, 2]
+        smallest = self._extreme(values, segment, len(nodes), np.minimum)
+        largest = self._extreme(values, segment, len(nodes), np.maximum)
+        feature[nodes] = spread_rule(quartiles[..., 0], quartiles[..., 1], smallest, largest)
+        return feature
+
+    def _extreme(self, values, segment, k, ufunc):
+        """Per segment (``[k]`` or ``[k, D]``), the max or min over all holders."""
+        fill = -np.inf if ufunc is np.maximum else np.inf
+        local = np.full((k,) + values.shape[1:], fill, values.dtype)
+        keep = segment >= 0
+        ufunc.at(local, segment[keep], values[keep])
+        reduce = self.reducer.max if ufunc is np.maximum else self.reducer.min
+        return reduce(local).astype(values.dtype)
+
+
+def _segment_of(node, splits):
+    """``[p]`` each point's index among the split nodes (-1 in nodes that do not split)."""
+    return np.where(splits[node], (np.cumsum(splits) - 1)[node], -1)
+
+
+def _midpoint_thresholds(cells, feature):
     """Midpoint of each node's cell in its split feature."""
     lo, hi = cells
-    rows = np.arange(m)
+    rows = np.arange(len(feature))
     return (lo[rows, feature] + hi[rows, feature]) / 2
 
 
@@ -267,44 +399,14 @@ def column_order(Z):
     return ranks.T, np.take_along_axis(columns, order, axis=1)
 
 
-def _widest_spread(sorted_columns, ranks, node, m, splits):
-    """Per node, the coordinate whose points have the widest interquartile range (first on ties;
-    the widest range when every interquartile range is 0).
-
-    ``sorted_columns`` ``[D, n]``: every column of the root's points sorted; ``ranks`` ``[p, D]``:
-    each live point's rank in each column (:func:`column_order`); ``node`` ``[p]``.
-
-    The interquartile range, not the range: on standardized features a coordinate that is almost
-    always 0 has a huge range from its few non-zero values, and a range rule keeps cutting those
-    few points off (digit's KD tree became a chain of 47 splits with 0.80 test error).
-    """
-    feature = np.zeros(m, np.int64)
-    chosen = splits[node]
-    if not chosen.any():
-        return feature
-    nc = node[chosen]
-    # sort every column within each node: key = node, then the value's rank in its column
-    n = sorted_columns.shape[1]
-    keys = sorted_node_rank_keys(nc, ranks[chosen].T, m, n)                # [D, p]
-    sorted_cols = np.take_along_axis(sorted_columns, keys % n, axis=1).T  # [p, D]
-    nodes = np.flatnonzero(splits)
-    count = np.bincount(nc, minlength=m)[nodes]
-    start = np.concatenate([[0], np.cumsum(count)[:-1]])
-    quartile1 = sorted_cols[start + (count - 1) // 4]
-    quartile3 = sorted_cols[start + -(-3 * (count - 1) // 4)]
-    spread = quartile3 - quartile1
-    full_range = sorted_cols[start + count - 1] - sorted_cols[start]
-    feature[nodes] = np.where(spread.max(axis=1) > 0, np.argmax(spread, axis=1),
-                              np.argmax(full_range, axis=1))
-    return feature
+def _class_counts(node, y, m, num_labels):
+    """``[m, num_labels]`` int: how many points of each label every node holds."""
+    return np.bincount(node * num_labels + y, minlength=m * num_labels).reshape(m, num_labels)
 
 
-def _pure(node, y, m):
+def _pure(class_counts):
     """``[m]`` bool: nodes whose points carry at most one label."""
-    labels = np.max(y) + 1 if len(y) else 1
-    seen = np.zeros((m, labels), bool)
-    seen[node, y] = True
-    return seen.sum(axis=1) <= 1
+    return (class_counts > 0).sum(axis=1) <= 1
 
 
 def _child_cells(cells, splits, feature, threshold):

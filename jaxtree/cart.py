@@ -17,6 +17,17 @@ when they differ at all (scikit-learn: by more than 1e-7).
 
 The tree is grown to purity by default, so it is deep (letter: ~30 levels) and packed into the
 compact layout (:mod:`jaxtree.compact`) by ``layout="auto"``. Features are not scaled.
+
+**Binned mode** (``bins=K``, as LightGBM's and XGBoost's ``hist`` methods): every feature is cut
+once, at the root, into at most K bins by its quantiles — the edges are the distinct values among
+the order statistics of ranks ``ceil(j·n/K) − 1``, j = 1..K−1, below the column's largest value
+(a value held by fewer than n/K rows may share a bin with a neighbour) — and a node's cuts are
+the bin edges: the score of "bins ≤ b go left" comes from the node's class histogram per bin, and
+the threshold is edge b itself (``<= edge`` goes left, as the binning does). The histograms are
+sums of per-row counts, so rows spread over processes give the same tree as rows in one place
+(:mod:`jaxtree.distributed`); with ``K ≥ n`` every distinct value is an edge and the binned tree
+splits the training rows exactly as the exact one (its thresholds are data values, not
+midpoints).
 """
 
 from __future__ import annotations
@@ -27,13 +38,17 @@ import numpy as np
 
 from jaxtree.build import (GrownLevel, check_features, check_labels, column_order, pack,
                            sorted_node_rank_keys)
+from jaxtree.collective import LOCAL, order_statistics
 from jaxtree.tree import Tree
 
 CRITERIA = ("gini", "entropy")
+# histogram entries (node, feature, bin, class) counted and reduced at once by the binned search
+_HISTOGRAM_BUDGET = 2 ** 22
 
 
 def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
-              criterion: str = "gini", layout: str = "auto", random_state=0) -> Tree:
+              criterion: str = "gini", layout: str = "auto", random_state=0,
+              bins: Optional[int] = None) -> Tree:
     """CART tree T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` (ints in ``0..L-1``).
 
     Args:
@@ -45,6 +60,8 @@ def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
       criterion: ``"gini"`` or ``"entropy"``.
       layout: ``"auto"`` (the layout that takes less memory), ``"compact"`` or ``"complete"``.
       random_state: seed (or ``numpy.random.Generator``) of the tie-breaking between features.
+      bins: None (exact: every cut between distinct values) or K >= 2: cuts at the edges of at
+        most K quantile bins per feature (module docstring, "Binned mode").
 
     Returns:
       a :class:`jaxtree.Tree` on unscaled features.
@@ -57,18 +74,55 @@ def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
         raise ValueError(f"min_split must be an integer >= 2; got {min_split!r}")
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
-    levels = grow_cart(X, y, max_depth, min_split, criterion, np.random.default_rng(random_state))
+    check_bins(bins)
+    return grow_cart_tree(X, y, max_depth, min_split, criterion, layout, random_state, bins)
+
+
+def grow_cart_tree(X, y, max_depth, min_split, criterion, layout, random_state, bins,
+                   reducer=LOCAL) -> Tree:
+    """:func:`cart_tree` on checked input; with ``bins``, the rows may be spread over holders
+    that ``reducer`` combines (:func:`grow_cart`)."""
+    levels = grow_cart(X, y, max_depth, min_split, criterion, np.random.default_rng(random_state),
+                       bins, reducer)
     dims = X.shape[1]
     return pack(levels, np.zeros(dims, X.dtype), np.ones(dims, X.dtype), clip=False,
                 layout=layout)
 
 
+def check_bins(bins) -> None:
+    """Raise unless ``bins`` is None or an integer >= 2."""
+    if bins is not None and (not isinstance(bins, (int, np.integer)) or isinstance(bins, bool)
+                             or bins < 2):
+        raise ValueError(f"bins must be None (exact splits) or an integer >= 2; got {bins!r}")
+
+
 def grow_cart(X: np.ndarray, y: np.ndarray, max_depth: Optional[int], min_split: int,
-              criterion: str, rng: np.random.Generator) -> list[GrownLevel]:
-    """Grow the CART tree level by level; returns the levels for :func:`jaxtree.build.pack`."""
-    n = X.shape[0]
-    num_classes = int(y.max()) + 1
-    rank = column_order(X)[0]             # [n, D] each value's rank in its column
+              criterion: str, rng: np.random.Generator, bins: Optional[int] = None,
+              reducer=LOCAL) -> list[GrownLevel]:
+    """Grow the CART tree level by level; returns the levels for :func:`jaxtree.build.pack`.
+
+    With ``bins``, the rows may be spread over holders that ``reducer`` combines
+    (:mod:`jaxtree.collective`): each passes its block and all grow the levels of all rows.
+    """
+    n, dims = X.shape
+    num_classes = int(reducer.max(np.array([y.max() + 1 if n else 0]))[0])
+    if bins is None:
+        if reducer is not LOCAL:
+            raise ValueError("the exact CART split search needs every row in one place; give "
+                             "bins to grow from histograms")
+        rank = column_order(X)[0]             # [n, D] each value's rank in its column
+
+        def search(points, node, counts, candidate, priority):
+            return best_splits(X[points], y[points], rank[points], node, counts, candidate,
+                               criterion, priority)
+    else:
+        edges = bin_edges(X, bins, reducer)
+        binned = bin_index(X, edges)
+
+        def search(points, node, counts, candidate, priority):
+            return best_binned_splits(binned[points], y[points], node, counts, candidate,
+                                      criterion, priority, edges, reducer)
+
     node = np.zeros(n, np.int64)          # node of each live point within the level
     points = np.arange(n)                 # points still in nodes that split
     parent = np.array([-1])
@@ -76,15 +130,14 @@ def grow_cart(X: np.ndarray, y: np.ndarray, max_depth: Optional[int], min_split:
     depth = 0
     while True:
         m = parent.shape[0]
-        counts = np.bincount(node * num_classes + y[points],
-                             minlength=m * num_classes).reshape(m, num_classes)
+        counts = reducer.sum(np.bincount(node * num_classes + y[points],
+                                         minlength=m * num_classes).reshape(m, num_classes))
         total = counts.sum(axis=1)
         candidate = (total >= min_split) & (counts.max(axis=1) < total)
         if max_depth is not None:
             candidate &= depth < max_depth
-        priority = rng.random((m, X.shape[1]))
-        feature, threshold = best_splits(X[points], y[points], rank[points], node, counts,
-                                         candidate, criterion, priority)
+        priority = rng.random((m, dims))
+        feature, threshold = search(points, node, counts, candidate, priority)
         splits = feature >= 0
         levels.append(GrownLevel(parent, splits, np.maximum(feature, 0), threshold))
         if not splits.any():
@@ -97,6 +150,95 @@ def grow_cart(X: np.ndarray, y: np.ndarray, max_depth: Optional[int], min_split:
         node = 2 * child_rank[node] + go_right
         parent = np.repeat(np.flatnonzero(splits), 2)
         depth += 1
+
+
+def bin_edges(X: np.ndarray, bins: int, reducer=LOCAL) -> list[np.ndarray]:
+    """Per feature, the sorted bin edges (module docstring, "Binned mode") of the rows of ``X``
+    ``[n, D]`` over all holders: exact order statistics (:func:`jaxtree.collective.order_statistics`),
+    so every split of the rows gives the same edges."""
+    n = int(reducer.sum(np.array([X.shape[0]], np.int64))[0])
+    ranks = -(-np.arange(1, bins) * n // bins) - 1
+    quantiles = order_statistics(X, np.zeros(X.shape[0], np.int64), ranks[None], reducer)[0]
+    largest = reducer.max(X.max(axis=0) if len(X) else np.full(X.shape[1], -np.inf))
+    return [np.unique(q[q < top]) for q, top in zip(quantiles, largest)]
+
+
+def bin_index(X: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:
+    """``[n, D]`` int32: each value's bin, the number of its feature's edges below it (so bin
+    ``<= b`` holds exactly the values ``<= edges[b]``)."""
+    return np.stack([np.searchsorted(e, X[:, f], side="left") for f, e in enumerate(edges)],
+                    axis=1).astype(np.int32)
+
+
+def best_binned_splits(binned: np.ndarray, y: np.ndarray, node: np.ndarray, counts: np.ndarray,
+                       candidate: np.ndarray, criterion: str, priority: np.ndarray,
+                       edges: list[np.ndarray], reducer=LOCAL) -> tuple[np.ndarray, np.ndarray]:
+    """Best bin-edge cut of every candidate node of a level, from class histograms per bin.
+
+    Args:
+      binned: ``[k, D]`` the level's points' bins (:func:`bin_index`); y: ``[k]`` labels.
+      node: ``[k]`` node of each point (``0..m-1``); counts: ``[m, L]`` class counts per node
+        (over all holders).
+      candidate, criterion, priority: as :func:`best_splits`.
+      edges: per feature, its bin edges (:func:`bin_edges`).
+      reducer: sums the histograms over the holders of rows.
+
+    Returns:
+      as :func:`best_splits`: ``feature [m]`` (-1 where no cut) and ``threshold [m]`` (the edge).
+
+    The score of a cut is :func:`best_splits`'s, from the left and right class counts; ties go to
+    the feature of higher priority, then to the smaller edge. The histograms ``[nodes, features,
+    K, L]`` are counted and reduced in blocks of about 4M entries.
+    """
+    m, num_classes = counts.shape
+    dims = binned.shape[1]
+    dtype = edges[0].dtype if edges else np.float64
+    feature = np.full(m, -1, np.int64)
+    threshold = np.zeros(m, dtype)
+    nodes = np.flatnonzero(candidate)
+    if not len(nodes):
+        return feature, threshold
+    num_bins = max(len(e) for e in edges) + 1
+    h = np.square if criterion == "gini" else _xlogx
+    per_node = num_bins * num_classes
+    node_block = max(1, _HISTOGRAM_BUDGET // per_node)
+    feature_block = max(1, _HISTOGRAM_BUDGET // (min(len(nodes), node_block) * per_node))
+    index = np.full(m, -1, np.int64)
+    for b0 in range(0, len(nodes), node_block):
+        block = nodes[b0:b0 + node_block]
+        index[block] = np.arange(len(block))
+        rows = np.flatnonzero(index[node] >= 0)
+        best = np.full(len(block), -np.inf)
+        best_priority = np.full(len(block), -np.inf)
+        for f0 in range(0, dims, feature_block):
+            features = np.arange(f0, min(dims, f0 + feature_block))
+            slot = ((index[node[rows], None] * len(features) + features - f0) * num_bins
+                    + binned[rows][:, features]) * num_classes + y[rows, None]
+            hist = np.bincount(slot.ravel(), minlength=len(block) * len(features) * per_node)
+            hist = reducer.sum(hist).reshape(len(block), len(features), num_bins, num_classes)
+            left = np.cumsum(hist, axis=2)[:, :, :-1]                   # cut after bin b
+            right = counts[block, None, None, :] - left
+            n_left, n_right = left.sum(axis=3), right.sum(axis=3)
+            if criterion == "gini":
+                score = (h(left).sum(axis=3) / np.maximum(n_left, 1)
+                         + h(right).sum(axis=3) / np.maximum(n_right, 1))
+            else:
+                score = h(left).sum(axis=3) - h(n_left) + h(right).sum(axis=3) - h(n_right)
+            cuts = np.array([len(edges[f]) for f in features])
+            valid = (n_left > 0) & (n_right > 0) & (np.arange(num_bins - 1) < cuts[:, None])
+            score = np.where(valid, score, -np.inf)
+            for j, f in enumerate(features):
+                cut = np.argmax(score[:, j], axis=1)        # first (smallest edge) of the best
+                node_best = score[np.arange(len(block)), j, cut]
+                tie = (node_best == best) & (node_best > -np.inf) & \
+                    (priority[block, f] > best_priority)
+                better = (node_best > best) | tie
+                best_priority = np.where(better, priority[block, f], best_priority)
+                best = np.where(better, node_best, best)
+                feature[block[better]] = f
+                threshold[block[better]] = edges[f][cut[better]]
+        index[block] = -1
+    return feature, threshold
 
 
 def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray,

@@ -383,7 +383,9 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
       votes_fn, directions, fixed: the method, its tuned parameters (:func:`paper_search`) and
         the parameters held fixed.
       method: ``"grid"`` (:func:`paper_search`) or ``"gradient"`` (:func:`gradient_tune`).
-      folds, seed: the CV folds (:func:`fold_masks`).
+      folds, seed: the CV folds (:func:`fold_masks`); ``folds`` may also be prepared
+        :class:`Folds` (e.g. :func:`jaxtree.distributed.prepare_folds`), then ``X``, ``y`` and
+        ``seed`` are not used.
       init: the starting point of ``"gradient"``; a missing parameter starts at 1.
       gradient_options: passed to :func:`gradient_tune`.
 
@@ -397,7 +399,8 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
     import tqdm  # a progress bar only where a user waits
 
     names = [name for name, _ in directions]
-    data = prepare_folds(tree, X, y, num_classes, fold_masks(len(y), folds, seed))
+    data = folds if isinstance(folds, Folds) else prepare_folds(
+        tree, X, y, num_classes, fold_masks(len(y), folds, seed))
     if method == "grid":
         total = LOG_GRID.size ** len(names) + LINEAR_GRID_SIZE ** len(names)
         with tqdm.tqdm(total=total, desc="grid search (settings)", leave=False,

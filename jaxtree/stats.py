@@ -4,13 +4,20 @@ For a node (cell) A: ``N_A`` points, ``N_{A,l}`` of class l, label ``l(A) = argm
 (ties to the smallest label; an empty node takes its parent's label), and ``E_A = N_A − N_{A,l(A)}``,
 the training errors of A as a leaf. Everything is a pure, jittable function of arrays, so the
 statistics of several folds are one ``vmap`` over sample weights.
+
+**In chunks.** Counts are sums over rows, so a sample too large for device memory is counted a
+chunk at a time (:func:`count_chunks`): ``node_stats(..., chunk_size=k)`` on an array or a
+``numpy.memmap`` (memory-mapped files are chunked by default), or :func:`node_stats_from_chunks`
+on any iterable of ``(X, y)`` / ``(X, y, sample_weight)`` chunks. Every chunk is padded with
+weight-0 rows to a power of two (one compilation per size), counted on the device (exact in
+float32 while a chunk holds under 2^24 rows) and added on the host in float64.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Optional
+from typing import Iterable, Optional
 
 import jax
 import jax.numpy as jnp
@@ -21,6 +28,10 @@ from jaxtree.validation import (check_num_classes, check_points, check_sample_la
                                 check_sample_weight)
 
 Array = jax.Array
+
+#: Rows per chunk of a memory-mapped sample when no ``chunk_size`` is given.
+DEFAULT_CHUNK_ROWS = 2 ** 16
+_MIN_CHUNK_ROWS = 1024
 
 
 @functools.partial(jax.tree_util.register_dataclass,
@@ -57,7 +68,8 @@ class NodeStats:
 
 
 def node_stats(tree: Tree, X: Array, y: Array, num_classes: int,
-               sample_weight: Optional[Array] = None) -> NodeStats:
+               sample_weight: Optional[Array] = None,
+               chunk_size: Optional[int] = None) -> NodeStats:
     """Class counts, labels and errors of ``(X, y)`` at every node of ``tree``.
 
     Args:
@@ -66,6 +78,8 @@ def node_stats(tree: Tree, X: Array, y: Array, num_classes: int,
       y: ``[n]`` int labels in ``0..num_classes-1``.
       num_classes: L (static).
       sample_weight: optional ``[n]`` weights (e.g. a 0/1 fold mask); default all ones.
+      chunk_size: count ``chunk_size`` rows at a time (bounded device memory; module docstring);
+        default: all rows at once, or :data:`DEFAULT_CHUNK_ROWS` for a ``numpy.memmap``.
 
     Returns:
       :class:`NodeStats` with ``counts [nodes, L]`` and ``label [nodes]``.
@@ -77,7 +91,89 @@ def node_stats(tree: Tree, X: Array, y: Array, num_classes: int,
         ``sample_weight``, negative weights.
     """
     _check_sample(tree, X, y, num_classes, sample_weight)
-    return _node_stats(tree, X, y, num_classes, sample_weight)
+    if chunk_size is None and isinstance(X, np.memmap):
+        chunk_size = DEFAULT_CHUNK_ROWS
+    if chunk_size is None:
+        return _node_stats(tree, X, y, num_classes, sample_weight)
+    counts = count_chunks(tree, row_chunks(chunk_size, X, y, sample_weight), num_classes)
+    return stats_from_counts(tree, counts)
+
+
+def node_stats_from_chunks(tree: Tree, chunks: Iterable, num_classes: int) -> NodeStats:
+    """:func:`node_stats` of the rows of ``chunks``: an iterable of ``(X, y)`` or
+    ``(X, y, sample_weight)`` (``[k, D]``, ``[k]``, ``[k]``; k may vary), read once."""
+    return stats_from_counts(tree, count_chunks(tree, chunks, num_classes))
+
+
+def stats_from_counts(tree: Tree, counts) -> NodeStats:
+    """:class:`NodeStats` of class counts ``[nodes, L]`` (cast to the tree's float dtype)."""
+    counts = jnp.asarray(np.asarray(counts), tree.threshold.dtype)
+    return NodeStats(counts=counts, label=node_labels(tree, counts))
+
+
+def row_chunks(chunk_size: int, *arrays):
+    """Yield tuples of consecutive ``chunk_size``-row slices of ``arrays`` (None stays None),
+    read as NumPy arrays (a ``numpy.memmap`` is read one chunk at a time)."""
+    if not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
+        raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}")
+    n = np.shape(arrays[0])[0]
+    for start in range(0, n, chunk_size):
+        yield tuple(None if a is None else np.asarray(a[start:start + chunk_size])
+                    for a in arrays)
+
+
+def count_chunks(tree: Tree, chunks: Iterable, num_classes: int, leaves_only: bool = False
+                 ) -> np.ndarray:
+    """Class counts of the rows of ``chunks``, added on the host in float64.
+
+    Args:
+      tree: the tree.
+      chunks: iterable of ``(X, y)`` or ``(X, y, weight)``: ``X [k, D]``, ``y [k]`` int labels in
+        ``0..num_classes-1``, ``weight [k]`` or ``[k, F]`` (F weightings of the rows at once, e.g.
+        the folds' masks); None or absent: ones.
+      num_classes: L.
+      leaves_only: count each row at the T0-leaf it reaches only (not along its path).
+
+    Returns:
+      ``[nodes, L]`` float64, or ``[F, nodes, L]`` with ``[k, F]`` weights.
+    """
+    total = None
+    for chunk in chunks:
+        X, y, weight = (tuple(chunk) + (None,))[:3]
+        X, y = np.asarray(X), np.asarray(y)
+        _check_sample(tree, X, y, num_classes, None)
+        weight = (np.ones(len(y)) if weight is None else np.asarray(weight))
+        if weight.ndim not in (1, 2) or weight.shape[0] != len(y):
+            raise ValueError(f"a chunk's weights must be [{len(y)}] or [{len(y)}, F]; got "
+                             f"{weight.shape}")
+        size = max(_MIN_CHUNK_ROWS, 1 << max(len(y) - 1, 0).bit_length())
+        pad = size - len(y)
+        counts = _weighted_counts(
+            tree, jnp.asarray(np.pad(X, ((0, pad), (0, 0))), tree.threshold.dtype),
+            jnp.asarray(np.pad(y, (0, pad)), jnp.int32),
+            jnp.asarray(np.pad(weight.reshape(len(y), -1).T, ((0, 0), (0, pad))),
+                        tree.threshold.dtype),
+            num_classes, leaves_only)
+        counts = np.asarray(counts, np.float64)
+        counts = counts if weight.ndim == 2 else counts[0]
+        total = counts if total is None else total + counts
+    if total is None:
+        raise ValueError("chunks held no rows")
+    return total
+
+
+@functools.partial(jax.jit, static_argnames=("num_classes", "leaves_only"))
+def _weighted_counts(tree, X, y, weight, num_classes, leaves_only):
+    """``[F, nodes, L]`` counts of one padded chunk under ``F`` weightings ``[F, k]``."""
+    path, on_path = route(tree, X)
+    if leaves_only:
+        on_path = jnp.arange(path.shape[1]) == path.shape[1] - 1
+        on_path = jnp.broadcast_to(on_path, path.shape)
+
+    def one(w):
+        return stats_from_paths(tree, path, on_path, y, num_classes, w).counts
+
+    return jax.vmap(one)(weight)
 
 
 @functools.partial(jax.jit, static_argnames="num_classes")

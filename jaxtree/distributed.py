@@ -1,0 +1,413 @@
+"""Fitting on rows spread over processes, with JAX's multi-controller runtime.
+
+One process per host (or several on one machine, for tests: :mod:`jaxtree.launch`), each holding
+a block of the training rows; every process calls the same functions with its own block and ends
+with the same model, the one that fitting all rows in one process gives::
+
+    jax.distributed.initialize(coordinator_address, num_processes, process_id)  # every process
+    model = jaxtree.distributed.fit(jaxtree.PACBayesTreeClassifier(partition="kd"), X_block, y_block)
+    model.predict_proba(X_test)          # the same on every process
+
+What travels between processes is never rows, only per-node summaries, summed (or maxed) over
+the processes by collectives (``psum`` / ``pmax`` / ``pmin`` in a ``jax.shard_map`` over one device
+of each process: gloo on CPU, NCCL on GPUs, ICI on TPUs), wrapped as a reducer
+(:class:`ProcessReducer`, :mod:`jaxtree.collective`):
+
+* **T0** (:func:`kd_tree`, :func:`dyadic_tree`, :func:`cart_tree`) grows level by level exactly as
+  in one process (:func:`jaxtree.build.grow`): per level, node counts and class counts (purity)
+  are summed; KD medians and the quartiles of ``split="spread"`` are exact order statistics from a
+  radix select over summed digit histograms (4 rounds for float32, 8 for float64); the KD
+  scaling is a reproducible sum; dyadic bounds are a max and a min. CART grows from summed class
+  histograms over quantile bins (``bins``; :func:`jaxtree.cart_tree` with the same ``bins`` is
+  the one-process reference). Per level: ``O(nodes × classes)`` numbers, ``O(nodes × 2 × 256)``
+  per round of a select, ``O(nodes × features × bins × classes)`` for CART.
+* **node statistics** (:func:`node_stats`): local counts (in chunks), one sum.
+* **tuning** (:func:`prepare_folds`): the folds are :func:`jaxtree.select.fold_masks` of all
+  ``n`` rows restricted to each block (blocks in process order); each fold's training
+  statistics are one sum, and its validation rows are summarised by their class counts at the
+  T0-leaf they reach, also one sum. A validation row's vote depends only on its leaf, so the
+  λ grid is evaluated on these ``(leaf, class)`` counts — the same errors as row by row, with
+  no rows — identically in every process.
+
+Everything is identical to the one-process fit, bit for bit: order statistics are exact, counts
+are integers (exact in float32 below 2^24 per node), and float sums are reproducible. The fit
+reads each block through NumPy on the host (a ``numpy.memmap`` is fine); the device sees
+bounded chunks (``chunk_size``) when counting.
+
+A process whose peer dies gets :class:`CollectiveError` from the next collective (gloo reports
+the closed connection at once); :mod:`jaxtree.launch` also bounds the whole run with a timeout.
+Input errors found in one process are raised in all of them (no process is left waiting).
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from jaxtree import build, cart, select
+from jaxtree.stats import (DEFAULT_CHUNK_ROWS, NodeStats, count_chunks, node_labels,
+                           row_chunks, stats_from_counts)
+from jaxtree.tree import Tree
+
+AXIS = "processes"
+#: Quantile bins of the distributed CART T0 when none are given.
+DEFAULT_BINS = 256
+_PARTITIONS = ("kd", "dyadic", "cart")
+# values per collective: padded to a power of 4 between these (larger arrays go in pieces)
+_SMALLEST_PIECE = 4 ** 4
+_LARGEST_PIECE = 4 ** 10
+
+
+class CollectiveError(RuntimeError):
+    """A collective over the processes failed: a process has died or stopped taking part."""
+
+
+def check_initialized() -> None:
+    """Raise a ``RuntimeError`` that says what to do unless JAX's multi-controller runtime is up
+    (a collective without it would fail late or, worse, wait forever)."""
+    if not jax.distributed.is_initialized():
+        raise RuntimeError(
+            "jaxtree.distributed needs JAX's multi-controller runtime: call "
+            "jax.distributed.initialize(coordinator_address, num_processes, process_id) in every "
+            "process before any JAX computation (on CPU with "
+            "jax.config.update('jax_cpu_collectives_implementation', 'gloo') first), or start "
+            "the processes with `python -m jaxtree.launch`. To fit on rows held by one process, "
+            "use the estimator's fit")
+    if (jax.process_count() > 1 and jax.default_backend() == "cpu"
+            and jax.config.jax_cpu_collectives_implementation not in ("gloo", "mpi")):
+        raise RuntimeError("CPU collectives across processes need "
+                           "jax.config.update('jax_cpu_collectives_implementation', 'gloo') "
+                           "before jax.distributed.initialize")
+
+
+class ProcessReducer:
+    """Sums, maxima and minima of NumPy arrays over the JAX processes (a reducer for
+    :mod:`jaxtree.collective`).
+
+    Each reduction is one ``psum`` / ``pmax`` / ``pmin`` in a ``jax.shard_map`` over a mesh of one
+    device per process, in 64-bit (int64 for integer and boolean arrays, float64 for floats;
+    maxima and minima come back in the input's dtype). Arrays are flattened and padded to a
+    power of two so that few shapes compile. Every process must make the same reductions in the
+    same order with arrays of the same shape.
+
+    Attributes:
+      index, size: this process's index and the number of processes.
+      reductions, bytes_reduced: how many reductions this reducer made, and the bytes each
+        process contributed to them (padded payloads; a ring all-reduce moves about twice that).
+    """
+
+    def __init__(self):
+        check_initialized()
+        first = {}
+        for device in jax.devices():
+            first.setdefault(device.process_index, device)
+        self.mesh = Mesh(np.array([first[i] for i in sorted(first)]), (AXIS,))
+        self.index = jax.process_index()
+        self.size = jax.process_count()
+        self.reductions = 0
+        self.bytes_reduced = 0
+
+    def sum(self, array) -> np.ndarray:
+        return self._reduce(array, "sum")
+
+    def max(self, array) -> np.ndarray:
+        return self._reduce(array, "max")
+
+    def min(self, array) -> np.ndarray:
+        return self._reduce(array, "min")
+
+    def _reduce(self, array, op):
+        array = np.asarray(array)
+        work = np.float64 if array.dtype.kind == "f" else np.int64
+        flat = array.astype(work).ravel()
+        pieces = [self._reduce_piece(flat[start:start + _LARGEST_PIECE], op)
+                  for start in range(0, max(flat.size, 1), _LARGEST_PIECE)]
+        result = np.concatenate(pieces)[:flat.size].reshape(array.shape)
+        return result if op == "sum" else result.astype(array.dtype)
+
+    def _reduce_piece(self, flat, op):
+        """One collective on at most :data:`_LARGEST_PIECE` values, padded to a power of 4 (at
+        least 256): few shapes, so few compilations."""
+        size = max(_SMALLEST_PIECE, 4 ** -(-max(flat.size - 1, 0).bit_length() // 2))
+        work = flat.dtype.type
+        fill = {"sum": 0, "max": -np.inf if work is np.float64 else np.iinfo(work).min,
+                "min": np.inf if work is np.float64 else np.iinfo(work).max}[op]
+        padded = np.full((1, size), fill, work)
+        padded[0, :flat.size] = flat
+        try:
+            with jax.enable_x64(True):
+                glob = jax.make_array_from_process_local_data(
+                    NamedSharding(self.mesh, P(AXIS)), padded)
+                out = np.asarray(_reduce_program(glob, op, self.mesh).addressable_data(0))
+        except Exception as error:   # gloo / NCCL failures surface as several exception types
+            raise CollectiveError(
+                f"a collective {op} over {self.size} processes failed in process {self.index} "
+                f"(another process has probably died or stopped taking part): {error}") from error
+        self.reductions += 1
+        self.bytes_reduced += padded.nbytes
+        return out[0, :flat.size]
+
+    def gather(self, array) -> np.ndarray:
+        """``[size, *shape]``: every process's ``array`` (same shape everywhere), in process
+        order (a sum of arrays that are zero outside each process's row)."""
+        array = np.asarray(array)
+        slot = np.zeros((self.size,) + array.shape, array.dtype)
+        slot[self.index] = array
+        return self.sum(slot)
+
+
+@functools.partial(jax.jit, static_argnames=("op", "mesh"))
+def _reduce_program(x, op, mesh):
+    collective = {"sum": jax.lax.psum, "max": jax.lax.pmax, "min": jax.lax.pmin}[op]
+    return jax.shard_map(lambda block: collective(block, AXIS), mesh=mesh, in_specs=P(AXIS),
+                         out_specs=P(), check_vma=False)(x)
+
+
+# ---------------------------------------------------------------------------------------------
+# Input checks, raised in every process at once
+def agree(reducer, problem: Optional[str]) -> None:
+    """Raise ``ValueError(problem)`` in every process if any process has a ``problem`` (one
+    reduction): an error found in one block must not leave the others waiting in a collective."""
+    failed = reducer.gather(np.array([problem is not None]))
+    if failed.any():
+        if problem is not None:
+            raise ValueError(f"process {reducer.index}: {problem}")
+        raise ValueError(f"invalid input in process(es) {np.flatnonzero(failed).tolist()}; "
+                         "see their errors")
+
+
+def check_block(reducer, X, y=None) -> tuple[np.ndarray, Optional[np.ndarray], int]:
+    """Validate this process's block (collectively) and return it as ``(X, y, n)``: ``X`` in JAX's
+    float dtype, ``y`` as int32 labels (None stays None) and ``n`` the rows of all blocks."""
+    problem = None
+    try:
+        X = np.asarray(X) if not isinstance(X, np.memmap) else X
+        if X.ndim != 2 or X.shape[1] < 1:
+            raise ValueError(f"X must be a 2-D array [n_rows, n_features]; got shape {X.shape}")
+        if not np.issubdtype(X.dtype, np.number) and X.dtype != bool:
+            raise ValueError(f"X must be numeric; got dtype {X.dtype}")
+        X = X.astype(jnp.zeros(0).dtype, copy=False)
+        if not np.isfinite(X).all():
+            raise ValueError("X contains NaN or infinite values; impute or drop them first")
+        if y is not None:
+            y = np.asarray(y)
+            if y.shape != (X.shape[0],):
+                raise ValueError(f"y must be [n_rows] = [{X.shape[0]}]; got shape {y.shape}")
+            if not np.issubdtype(y.dtype, np.integer) or (y.size and y.min() < 0):
+                raise ValueError("labels must be integers >= 0 (the estimators encode any "
+                                 "labels)")
+            y = y.astype(np.int32)
+    except ValueError as error:
+        problem = str(error)
+    agree(reducer, problem)
+    shapes = reducer.gather(np.array([X.shape[0], X.shape[1]]))
+    if len(set(shapes[:, 1].tolist())) != 1:
+        raise ValueError(f"every process must hold the same features; the blocks have "
+                         f"{shapes[:, 1].tolist()} columns")
+    n = int(shapes[:, 0].sum())
+    if n < 2:
+        raise ValueError(f"need at least 2 rows over all processes to build a tree; got {n}")
+    return X, y, n
+
+
+def _check_tree_options(max_depth, min_split, split=None, layout=None):
+    """The builders' option checks (the same in every process: no agreement needed)."""
+    if max_depth is not None and (not isinstance(max_depth, (int, np.integer)) or max_depth < 0):
+        raise ValueError(f"max_depth must be an integer >= 0; got {max_depth!r}")
+    if not isinstance(min_split, (int, np.integer)) or min_split < 2:
+        raise ValueError(f"min_split must be an integer >= 2; got {min_split!r}")
+    if split is not None and split not in ("cycle", "spread"):
+        raise ValueError(f"split must be 'cycle' or 'spread'; got {split!r}")
+    if layout is not None and layout not in build.LAYOUTS:
+        raise ValueError(f"unknown layout {layout!r}; expected one of {build.LAYOUTS}")
+
+
+# ---------------------------------------------------------------------------------------------
+# T0 and statistics
+def kd_tree(X, max_depth: int, min_split: int = 2, y=None, split: str = "cycle",
+            layout: str = "complete", reducer=None) -> Tree:
+    """:func:`jaxtree.kd_tree` of the rows of all processes; ``X``, ``y``: this process's block.
+    Every process returns the same tree, equal to ``jaxtree.kd_tree`` of the concatenated
+    blocks. ``reducer``: default :class:`ProcessReducer`."""
+    reducer = ProcessReducer() if reducer is None else reducer
+    _check_tree_options(max_depth, min_split, split, layout)
+    X, y, _ = check_block(reducer, X, y)
+    return build.grow_kd(X, y, max_depth, min_split, split, layout, reducer)
+
+
+def dyadic_tree(X, max_depth: int, min_split: int = 2, y=None, split: str = "cycle",
+                layout: str = "complete", reducer=None) -> Tree:
+    """:func:`jaxtree.dyadic_tree` of the rows of all processes (as :func:`kd_tree`)."""
+    reducer = ProcessReducer() if reducer is None else reducer
+    _check_tree_options(max_depth, min_split, split, layout)
+    X, y, _ = check_block(reducer, X, y)
+    return build.grow_dyadic(X, y, max_depth, min_split, split, layout, reducer)
+
+
+def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
+              criterion: str = "gini", layout: str = "auto", random_state=0,
+              bins: int = DEFAULT_BINS, reducer=None) -> Tree:
+    """:func:`jaxtree.cart_tree` with ``bins`` quantile bins, of the rows of all processes (as
+    :func:`kd_tree`): equal to ``jaxtree.cart_tree(..., bins=bins)`` of the concatenated
+    blocks."""
+    reducer = ProcessReducer() if reducer is None else reducer
+    _check_tree_options(max_depth, min_split, layout=layout)
+    if criterion not in cart.CRITERIA:
+        raise ValueError(f"criterion must be one of {cart.CRITERIA}; got {criterion!r}")
+    if bins is None:
+        raise ValueError("the distributed CART grows from histograms: bins must be an integer "
+                         ">= 2")
+    cart.check_bins(bins)
+    X, y, _ = check_block(reducer, X, y)
+    return cart.grow_cart_tree(X, y, max_depth, min_split, criterion, layout, random_state,
+                               bins, reducer)
+
+
+def node_stats(tree: Tree, X, y, num_classes: int, sample_weight=None, reducer=None,
+               chunk_size: Optional[int] = None) -> NodeStats:
+    """:func:`jaxtree.node_stats` of the rows of all processes: each process counts its block
+    in chunks of ``chunk_size`` rows (default :data:`jaxtree.stats.DEFAULT_CHUNK_ROWS`), one sum
+    adds the ``[nodes, L]`` counts."""
+    reducer = ProcessReducer() if reducer is None else reducer
+    chunk_size = _chunk_rows(chunk_size)
+    local = count_chunks(tree, row_chunks(chunk_size, X, y, sample_weight), num_classes)
+    return stats_from_counts(tree, reducer.sum(local))
+
+
+def prepare_folds(tree: Tree, X, y, num_classes: int, folds: int = 2, seed: int = 0,
+                  reducer=None, chunk_size: Optional[int] = None) -> select.Folds:
+    """The k folds of the rows of all processes, as :class:`jaxtree.select.Folds` for
+    :func:`jaxtree.select.paper_search` / :func:`jaxtree.select.tune`.
+
+    Fold membership is ``jaxtree.select.fold_masks(n, folds, seed)`` of all ``n`` rows, the
+    blocks concatenated in process order. The training statistics are summed over processes;
+    the validation part is summarised by its summed class counts at the T0-leaves: one
+    pseudo-point per ``(leaf, class)`` pair that occurs, with the leaf's root-to-leaf path and
+    the count as its weight. Grid errors on these equal the row-by-row errors (a row's votes
+    depend on its leaf only), and every process holds the same folds.
+    """
+    reducer = ProcessReducer() if reducer is None else reducer
+    chunk_size = _chunk_rows(chunk_size)
+    counts = reducer.gather(np.array([len(y)]))[:, 0]
+    offset = int(counts[:reducer.index].sum())
+    train = select.fold_masks(int(counts.sum()), folds, seed)[:, offset:offset + len(y)]
+    train_counts = reducer.sum(count_chunks(
+        tree, row_chunks(chunk_size, X, y, train.T), num_classes).reshape(folds, -1))
+    leaf_counts = reducer.sum(count_chunks(
+        tree, row_chunks(chunk_size, X, y, (~train).T), num_classes, leaves_only=True))
+    return folds_from_counts(tree, train_counts.reshape(folds, tree.num_nodes, num_classes),
+                             leaf_counts)
+
+
+def folds_from_counts(tree: Tree, train_counts, leaf_counts) -> select.Folds:
+    """:class:`jaxtree.select.Folds` from per-fold training counts ``[k, nodes, L]`` and
+    validation counts at the leaves ``[k, nodes, L]`` (:func:`prepare_folds`)."""
+    train_counts = np.asarray(train_counts)
+    leaf_counts = np.asarray(leaf_counts)
+    leaf, label = np.nonzero(leaf_counts.sum(axis=0))           # the (leaf, class) pairs
+    path, on_path = slot_paths(tree, leaf)
+    k = train_counts.shape[0]
+    dtype = tree.threshold.dtype
+    counts = jnp.asarray(train_counts, dtype)
+    train = NodeStats(counts=counts, label=jax.vmap(lambda c: node_labels(tree, c))(counts))
+    return select.Folds(
+        train=train,
+        path=jnp.broadcast_to(jnp.asarray(path), (k,) + path.shape),
+        on_path=jnp.broadcast_to(jnp.asarray(on_path), (k,) + path.shape),
+        label=jnp.broadcast_to(jnp.asarray(label, jnp.int32), (k, len(label))),
+        weight=jnp.asarray(leaf_counts[:, leaf, label], dtype))
+
+
+def slot_paths(tree: Tree, slots) -> tuple[np.ndarray, np.ndarray]:
+    """``(path, on_path)`` ``[m, levels]`` of nodes given by slot, as :func:`jaxtree.route` gives
+    them for a point that ends in that node."""
+    slots = np.asarray(slots, np.int64)
+    parent = np.asarray(tree.layout.parent_index())
+    depth = np.asarray(tree.layout.node_depth())[slots]
+    levels = tree.num_levels
+    path = np.empty((len(slots), levels), np.int32)
+    ancestor = slots.copy()
+    for level in range(levels - 1, -1, -1):
+        path[:, level] = np.where(level > depth, slots, ancestor)
+        ancestor = np.where(level <= depth, parent[ancestor], ancestor)
+    on_path = np.arange(levels) <= depth[:, None]
+    return path, on_path
+
+
+def _chunk_rows(chunk_size):
+    return DEFAULT_CHUNK_ROWS if chunk_size is None else chunk_size
+
+
+# ---------------------------------------------------------------------------------------------
+# The estimator
+def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] = None,
+        reducer=None):
+    """Fit a :class:`jaxtree.PACBayesTreeClassifier` on the rows of all processes; ``X``, ``y``:
+    this process's block (``[n_p, D]`` numeric, ``[n_p]`` numeric labels; a ``numpy.memmap``
+    works). Returns the estimator, fitted as ``estimator.fit`` on the concatenated blocks
+    (process order) would fit it — T0, statistics, tuned λ's, weights and so predictions — in
+    every process.
+
+    ``bins``: quantile bins of a CART T0 (``partition="cart"``; the one-process equal is
+    ``jaxtree.cart_tree(..., bins=bins)``). ``chunk_size``: rows counted on the device at once.
+    """
+    from jaxtree.estimators import PACBayesTreeClassifier, default_depth
+
+    if not isinstance(estimator, PACBayesTreeClassifier):
+        raise TypeError(f"jaxtree.distributed.fit fits a PACBayesTreeClassifier; got "
+                        f"{type(estimator).__name__}")
+    reducer = ProcessReducer() if reducer is None else reducer
+    X, _, n = check_block(reducer, X)
+    labels = np.asarray(y)
+    problem = None
+    if labels.shape != (X.shape[0],):
+        problem = f"y must be [n_rows] = [{X.shape[0]}]; got shape {labels.shape}"
+    elif not (np.issubdtype(labels.dtype, np.number) or labels.dtype == bool):
+        problem = (f"the distributed fit needs numeric labels (they are exchanged between "
+                   f"processes); got dtype {labels.dtype}: encode them first")
+    agree(reducer, problem)
+    classes = global_classes(labels, reducer)
+    y = np.searchsorted(classes, labels).astype(np.int32)
+    partition = estimator.partition
+    if partition not in _PARTITIONS:
+        raise ValueError(f"partition must be one of {list(_PARTITIONS)}; got {partition!r}")
+    depth = (estimator.max_depth if estimator.max_depth is not None
+             else default_depth(partition, n, X.shape[1]))
+    _check_tree_options(depth, estimator.min_split, estimator.split, estimator.layout)
+    if partition == "kd":
+        tree = build.grow_kd(X, y, depth, estimator.min_split, estimator.split,
+                             estimator.layout, reducer)
+    elif partition == "dyadic":
+        tree = build.grow_dyadic(X, y, depth, estimator.min_split, estimator.split,
+                                 estimator.layout, reducer)
+    else:
+        cart.check_bins(bins)
+        tree = cart.grow_cart_tree(X, y, depth, estimator.min_split, "gini", estimator.layout,
+                                   estimator.random_state, bins, reducer)
+    estimator.classes_ = classes
+    estimator.n_features_in_ = X.shape[1]
+    estimator.tree_ = tree
+    estimator.stats_ = node_stats(tree, X, y, len(classes), reducer=reducer,
+                                  chunk_size=chunk_size)
+    estimator._select_params(X, y, folds=lambda: prepare_folds(
+        tree, X, y, len(classes), estimator.cv, estimator.random_state, reducer, chunk_size))
+    estimator._fit_tree(estimator.stats_, X, y)
+    return estimator
+
+
+def global_classes(labels, reducer) -> np.ndarray:
+    """The sorted distinct labels of all processes (float64 or int64, as the labels)."""
+    local = np.unique(labels)
+    width = int(reducer.max(np.array([len(local)]))[0])
+    kind = np.float64 if local.dtype.kind == "f" else np.int64
+    slots = np.zeros((reducer.size, width), kind)
+    present = np.zeros((reducer.size, width), bool)
+    slots[reducer.index, :len(local)] = local
+    present[reducer.index, :len(local)] = True
+    values, present = reducer.sum(slots), reducer.sum(present) > 0
+    return np.unique(values[present]).astype(labels.dtype)

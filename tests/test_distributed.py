@@ -1,0 +1,205 @@
+"""Fitting on rows spread over holders equals fitting all rows in one place.
+
+Two kinds of holders: threads in this process (tests/holders.py: fast, every builder and option,
+float32 and float64) and real JAX processes started by jaxtree.launch (tests/distributed_worker.py:
+the collectives, the estimator's fit, a peer that dies)."""
+
+import os
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import distributed_worker as worker
+import jaxtree
+from holders import holder_outcomes, run_holders
+from jaxtree import build, cart, distributed, launch
+from jaxtree.cart import cart_tree
+
+ROOT = Path(__file__).resolve().parents[1]
+TREE_FIELDS = ("feature", "threshold", "internal", "left_child", "shift", "inv_scale")
+
+
+def assert_same_tree(tree, reference):
+    assert tree.clip == reference.clip and tree.num_nodes == reference.num_nodes
+    for field in TREE_FIELDS:
+        np.testing.assert_array_equal(np.asarray(getattr(tree, field)),
+                                      np.asarray(getattr(reference, field)), err_msg=field)
+
+
+def rows(seed=0, n=400, dims=3):
+    """Ties, duplicate rows, a constant column, labels 0..2."""
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, dims)) * rng.uniform(0.5, 5, dims)
+    X[: n // 4] = X[n // 4: 2 * (n // 4)]
+    X[:, 0] = X[:, 0].round()
+    X[:, -1] = np.where(rng.random(n) < 0.9, 1.5, X[:, -1])   # mostly one value
+    y = (X[:, 1] + rng.normal(size=n) > 0).astype(int) + (X[:, 2] > 1)
+    return X, y
+
+
+# ---------------------------------------------------------------------------------------------
+# Holders as threads
+@pytest.mark.parametrize("grow", [build.grow_kd, build.grow_dyadic], ids=["kd", "dyadic"])
+@pytest.mark.parametrize("split", ["cycle", "spread"])
+def test_builders_over_holders_equal_one_process(precision, grow, split):
+    X, y = rows()
+    X = X.astype(precision)
+    reference = grow(X, y, 9, 2, split, "compact")
+    for holders in (1, 4):     # one holder still takes the reduced path (radix select)
+        for tree in run_holders(holders, lambda Xb, yb, r: grow(Xb, yb, 9, 2, split,
+                                                                "compact", r), X, y):
+            assert_same_tree(tree, reference)
+
+
+def test_builders_over_holders_with_an_empty_block_and_no_labels():
+    X, _ = rows(1, n=60)
+    reference = build.grow_kd(X, None, 6, 3, "spread", "complete")
+    # 4 holders on 60 rows: the last block is empty
+    for tree in run_holders(4, lambda Xb, r: build.grow_kd(Xb, None, 6, 3, "spread", "complete",
+                                                           r), X):
+        assert_same_tree(tree, reference)
+
+
+def test_binned_cart_over_holders_equals_one_process(precision):
+    X, y = rows(2)
+    X = X.astype(precision)
+    reference = cart_tree(X, y, bins=16, random_state=3)
+
+    def grow(Xb, yb, reducer):
+        return cart.grow_cart_tree(Xb, yb, None, 2, "gini", "auto", 3, 16, reducer)
+
+    for tree in run_holders(3, grow, X, y):
+        assert_same_tree(tree, reference)
+
+
+def test_exact_cart_refuses_spread_rows():
+    X, y = rows(3, n=30)
+    with pytest.raises(ValueError, match="give bins"):
+        run_holders(2, lambda Xb, yb, r: cart.grow_cart_tree(Xb, yb, None, 2, "gini", "auto", 0,
+                                                             None, r), X, y)
+
+
+def test_bad_block_raises_in_every_holder():
+    """An error found in one block is raised in all holders (none is left in a collective)."""
+    X, y = rows(4, n=90)
+    X[80, 1] = np.nan                       # in the last of 3 blocks only
+    outcomes = holder_outcomes(3, lambda Xb, yb, r: distributed.kd_tree(Xb, 4, y=yb, reducer=r),
+                               X, y)
+    assert all(isinstance(o, ValueError) for o in outcomes), outcomes
+    assert "NaN" in str(outcomes[2]) and "process(es) [2]" in str(outcomes[0])
+
+
+def test_blocks_must_share_the_features():
+    X, y = rows(5, n=40)
+
+    def build_on_mismatched(Xb, yb, reducer):
+        return distributed.dyadic_tree(Xb[:, :2] if reducer.index == 1 else Xb, 3,
+                                       reducer=reducer)
+
+    outcomes = holder_outcomes(2, build_on_mismatched, X, y)
+    assert all(isinstance(o, ValueError) and "same features" in str(o) for o in outcomes)
+
+
+def one_process_fit(params, X, y, bins=None):
+    """The estimator's own fit; with ``bins``, on the binned CART T0 of the same seed."""
+    model = jaxtree.PACBayesTreeClassifier(**params)
+    if bins is not None:
+        model._build_tree = lambda X_, y_: cart_tree(X_, y_, bins=bins, layout=model.layout,
+                                                     random_state=model.random_state)
+    return model.fit(X, y)
+
+
+def assert_same_fit(model, reference, X_test):
+    assert_same_tree(model.tree_, reference.tree_)
+    np.testing.assert_array_equal(model.classes_, reference.classes_)
+    np.testing.assert_array_equal(np.asarray(model.stats_.counts),
+                                  np.asarray(reference.stats_.counts))
+    np.testing.assert_array_equal(np.asarray(model.stats_.label), np.asarray(reference.stats_.label))
+    assert getattr(model, "best_params_", None) == getattr(reference, "best_params_", None)
+    np.testing.assert_array_equal(np.asarray(model.node_log_weights_),
+                                  np.asarray(reference.node_log_weights_))
+    np.testing.assert_array_equal(model.predict_proba(X_test), reference.predict_proba(X_test))
+
+
+def test_tuned_fit_over_holders_equals_one_process():
+    """The λ's tuned on (leaf, class) counts of the validation rows: the same CV errors, choice,
+    weights and predictions as row by row in one process."""
+    X, y = rows(6, n=300)
+    labels = np.array([-1.5, 2.0, 7.0])[y]            # any numeric labels
+    params = dict(partition="kd", max_depth=6)
+    reference = one_process_fit(params, X, labels)
+    X_test = np.random.default_rng(0).normal(size=(40, 3)) * 3
+    for model in run_holders(3, lambda Xb, yb, r: distributed.fit(
+            jaxtree.PACBayesTreeClassifier(**params), Xb, yb, reducer=r), X, labels):
+        assert_same_fit(model, reference, X_test)
+        for key in ("mean_test_score", "rank_test_score", "param_lam1", "param_lam2"):
+            np.testing.assert_array_equal(model.cv_results_[key], reference.cv_results_[key])
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("params,bins", [
+    (dict(partition="dyadic", split="spread", max_depth=12), None),
+    (dict(partition="kd", split="spread", potentials="theory", lam1=0.5), None),
+    (dict(partition="cart", cv=3, random_state=2), 32)])
+def test_more_fits_over_holders_equal_one_process(params, bins):
+    X, y = rows(7, n=500)
+    reference = one_process_fit(params, X, y, bins)
+    X_test = np.random.default_rng(1).normal(size=(40, 3)) * 3
+    for model in run_holders(2, lambda Xb, yb, r: distributed.fit(
+            jaxtree.PACBayesTreeClassifier(**params), Xb, yb, bins=bins or 256, reducer=r),
+            X, y):
+        assert_same_fit(model, reference, X_test)
+
+
+# ---------------------------------------------------------------------------------------------
+# Real processes
+def test_without_the_runtime_a_clear_error():
+    X, y = rows(8, n=20)
+    for call in (lambda: distributed.fit(jaxtree.PACBayesTreeClassifier(), X, y),
+                 lambda: distributed.kd_tree(X, 3)):
+        with pytest.raises(RuntimeError, match="jax.distributed.initialize"):
+            call()
+    with pytest.raises(RuntimeError, match="jaxtree.launch"):
+        launch.initialize()
+
+
+def run_cluster(out_dir, *args):
+    return launch.launch([sys.executable, str(ROOT / "tests" / "distributed_worker.py"),
+                          str(out_dir), *args], num_processes=2, timeout=900, grace=30,
+                         env={"PYTHONPATH": os.pathsep.join([str(ROOT),
+                                                             os.environ.get("PYTHONPATH", "")])})
+
+
+def test_two_processes_fit_like_one(tmp_path):
+    """Two JAX processes (gloo), each with a block of unequal size: T0, statistics, λ's, weights
+    and predictions of dyadic (tuned), KD (spread) and binned CART fits equal one process's."""
+    launch.check(run_cluster(tmp_path))
+    X, y, X_test = worker.data()
+    saved = [np.load(tmp_path / f"{index}.npz") for index in range(2)]
+    for name, params in worker.FITS:
+        reference = one_process_fit(params, X, y,
+                                    worker.CART_BINS if params["partition"] == "cart" else None)
+        expected = {"counts": reference.stats_.counts,
+                    "log_weights": reference.node_log_weights_,
+                    "proba": reference.predict_proba(X_test),
+                    "lams": [reference._param("lam1"), reference._param("lam2")],
+                    **{f: getattr(reference.tree_, f) for f in ("feature", "threshold",
+                                                                "internal")}}
+        for process in saved:
+            for field, value in expected.items():
+                np.testing.assert_array_equal(process[f"{name}_{field}"], np.asarray(value),
+                                              err_msg=f"{name} {field}")
+
+
+def test_a_dying_process_makes_the_other_fail(tmp_path):
+    """Process 1 exits mid-fit (at its 12th collective, while T0 grows): process 0 gets a
+    CollectiveError from its next collective instead of waiting."""
+    results = run_cluster(tmp_path, "12")
+    assert results[1].returncode == 3
+    survivor = results[0]
+    assert not survivor.killed, survivor.stderr[-2000:]
+    assert survivor.returncode == 4 and "CollectiveError" in survivor.stderr
+    with pytest.raises(launch.LaunchError, match="exit status 3"):
+        launch.check(results)
