@@ -1,10 +1,14 @@
-"""CART T0: the same partition as scikit-learn and as a plain recursive reference."""
+"""CART T0: the same partition as scikit-learn and as a plain recursive reference; the binned
+mode against the reference restricted to quantile edges."""
+
+import math
 
 import numpy as np
 import pytest
 from sklearn.tree import DecisionTreeClassifier
 
 import jaxtree
+from jaxtree import cart
 from jaxtree.compact import CompactLayout
 
 
@@ -66,11 +70,11 @@ def test_max_depth_and_min_split_match_sklearn():
 
 
 # -- against a plain recursive reference (the documented tie rule, ties in values) ----------------
-def reference_cart(X, y, num_classes, min_split=2, random_state=0):
+def reference_cart(X, y, num_classes, min_split=2, random_state=0, edges=None):
     """Leaves (arrays of rows) of greedy Gini CART, one node at a time, level by level: best
     proxy ``Σ L²/n_L + Σ R²/n_R``; ties between features to the higher random priority (one
     ``[nodes, D]`` draw per level from ``random_state``, as ``cart_tree`` documents), then the
-    smaller threshold."""
+    smaller threshold. Thresholds: the node's values but its largest, or ``edges[f]``."""
     rng = np.random.default_rng(random_state)
     level, leaves = [np.arange(len(y))], []
     while level:
@@ -81,9 +85,11 @@ def reference_cart(X, y, num_classes, min_split=2, random_state=0):
             best = None
             if len(rows) >= min_split and counts.max() < len(rows):
                 for f in range(X.shape[1]):
-                    values = np.unique(X[rows, f])
-                    for low in values[:-1]:
+                    cuts = np.unique(X[rows, f])[:-1] if edges is None else edges[f]
+                    for low in cuts:
                         left, right = rows[X[rows, f] <= low], rows[X[rows, f] > low]
+                        if not len(left) or not len(right):
+                            continue
                         cl = np.bincount(y[left], minlength=num_classes)
                         cr = counts - cl
                         score = (cl ** 2).sum() / len(left) + (cr ** 2).sum() / len(right)
@@ -106,6 +112,47 @@ def test_matches_plain_reference_with_tied_values(seed):
     for kwargs in ({}, {"min_split": 12}, {"random_state": 7}):
         expected = {frozenset(leaf) for leaf in reference_cart(X, y, 3, **kwargs)}
         assert ours(X, y, **kwargs) == expected
+
+
+def quantile_edges(X, bins):
+    """Per feature, the distinct values of ranks ceil(j·n/bins) - 1 (j = 1..bins-1) below the
+    largest, by sorting."""
+    ordered = np.sort(X, axis=0)
+    ranks = [math.ceil(j * len(X) / bins) - 1 for j in range(1, bins)]
+    return [np.unique(column[ranks][column[ranks] < column[-1]]) for column in ordered.T]
+
+
+@pytest.mark.parametrize("bins", [3, 8])
+def test_binned_matches_reference_on_quantile_edges(bins):
+    rng = np.random.default_rng(bins)
+    X = rng.integers(0, 9, size=(160, 3)).astype(np.float32) * [1, 1, 0.25]
+    X[:, 2] += rng.normal(size=160).astype(np.float32)         # one feature without ties
+    y = (X[:, 0] + X[:, 1] + rng.integers(0, 3, size=160)).astype(int) % 3
+    edges = quantile_edges(X, bins)
+    for found, expected in zip(cart.bin_edges(X, bins), edges):
+        np.testing.assert_array_equal(found, expected)
+    binned = cart.bin_index(X, edges)
+    for f, e in enumerate(edges):                 # bin <= b holds exactly the values <= edge b
+        for b, edge in enumerate(e):
+            np.testing.assert_array_equal(binned[:, f] <= b, X[:, f] <= edge)
+    for kwargs in ({}, {"min_split": 12, "random_state": 5}):
+        expected = {frozenset(leaf) for leaf in reference_cart(X, y, 3, edges=edges, **kwargs)}
+        assert ours(X, y, bins=bins, **kwargs) == expected
+
+
+def test_binned_with_a_bin_per_row_splits_like_exact_gini():
+    """bins >= n: every distinct value but the largest is an edge, so the binned tree makes the
+    exact tree's splits (same features; thresholds at the lower value, not the midpoint)."""
+    X, y = box_data(4, n=200)
+    X[:, 0] = X[:, 0].round(1)
+    exact = jaxtree.cart_tree(X, y, random_state=1)
+    binned = jaxtree.cart_tree(X, y, random_state=1, bins=256)
+    np.testing.assert_array_equal(np.asarray(binned.internal), np.asarray(exact.internal))
+    np.testing.assert_array_equal(np.asarray(binned.feature), np.asarray(exact.feature))
+    np.testing.assert_array_equal(np.asarray(jaxtree.leaf_of(binned, X)),
+                                  np.asarray(jaxtree.leaf_of(exact, X)))
+    split = np.asarray(exact.internal)
+    assert np.all(np.asarray(binned.threshold)[split] <= np.asarray(exact.threshold)[split])
 
 
 def test_ties_between_features_are_broken_at_random():
@@ -152,7 +199,8 @@ def test_deep_tree_uses_the_compact_layout_and_the_engine_runs_on_it(precision):
 
 @pytest.mark.parametrize("kwargs, message", [
     ({"criterion": "log_loss"}, "criterion"), ({"min_split": 1}, "min_split"),
-    ({"max_depth": -1}, "max_depth"), ({"layout": "heap"}, "layout")])
+    ({"max_depth": -1}, "max_depth"), ({"layout": "heap"}, "layout"), ({"bins": 1}, "bins"),
+    ({"bins": 2.5}, "bins")])
 def test_bad_arguments(kwargs, message):
     X, y = box_data(0, n=20)
     with pytest.raises(ValueError, match=message):

@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 import jaxtree
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.layout import CompleteLayout
-from jaxtree.stats import node_labels, node_stats
+from jaxtree.stats import (count_chunks, node_labels, node_stats, node_stats_from_chunks,
+                           row_chunks)
 from jaxtree.tree import tree_from_numpy
 from test_tree import walk
 
@@ -147,3 +148,45 @@ def test_bad_samples_are_clear_errors():
     # inside a caller's jit the labels are not concrete: shapes are still checked, values not
     total = jax.jit(lambda y: jaxtree.node_stats(tree, X, y, 3).total[0])(jnp.asarray(y))
     assert float(total) == 30
+
+
+# -- in chunks ------------------------------------------------------------------------------------
+def test_chunked_statistics_equal_one_pass(precision, tmp_path):
+    """Chunks of 7 rows, a memory-mapped file and an iterable of uneven chunks (with weights)
+    give the one-pass statistics: exact counts, equal labels."""
+    X, y = data(5, n=101)
+    tree = kd_tree(X, max_depth=5, y=y, layout="complete")
+    one = node_stats(tree, X, y, 3)
+    mapped = np.lib.format.open_memmap(tmp_path / "X.npy", mode="w+", dtype=X.dtype,
+                                       shape=X.shape)
+    mapped[:] = X
+    for stats in (node_stats(tree, X, y, 3, chunk_size=7), node_stats(tree, mapped, y, 3),
+                  node_stats_from_chunks(tree, ((X[a:b], y[a:b]) for a, b in
+                                                [(0, 50), (50, 51), (51, 101)]), 3)):
+        assert stats.counts.dtype == precision
+        np.testing.assert_array_equal(np.asarray(stats.counts), np.asarray(one.counts))
+        np.testing.assert_array_equal(np.asarray(stats.label), np.asarray(one.label))
+    weight = np.random.default_rng(5).random(len(X))
+    chunked = node_stats_from_chunks(tree, ((X[a:a + 30], y[a:a + 30], weight[a:a + 30])
+                                            for a in range(0, 101, 30)), 3)
+    np.testing.assert_allclose(np.asarray(chunked.counts),
+                               reference_stats(tree, X, y, 3, weight)[0], rtol=1e-5)
+
+
+def test_count_chunks_at_leaves_and_under_several_weightings():
+    X, y = data(6, n=80)
+    tree = dyadic_tree(X, max_depth=4, y=y, layout="complete")
+    masks = np.random.default_rng(6).random((len(X), 2)) < 0.5          # [rows, F]
+    along_path = count_chunks(tree, row_chunks(16, X, y, masks), 3)      # [F, nodes, L]
+    at_leaves = count_chunks(tree, row_chunks(16, X, y, masks), 3, leaves_only=True)
+    leaf = np.asarray(jaxtree.leaf_of(tree, X))
+    for f in range(2):
+        np.testing.assert_array_equal(along_path[f], reference_stats(tree, X, y, 3,
+                                                                     masks[:, f])[0])
+        expected = np.zeros((tree.num_nodes, 3))
+        np.add.at(expected, (leaf, y), masks[:, f])
+        np.testing.assert_array_equal(at_leaves[f], expected)
+    with pytest.raises(ValueError, match="chunk_size"):
+        next(row_chunks(0, X))
+    with pytest.raises(ValueError, match="no rows"):
+        node_stats_from_chunks(tree, [], 3)
