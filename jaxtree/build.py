@@ -329,7 +329,7 @@ class ReducedStatistics:
     by :func:`jaxtree.collective.order_statistics`, extremes by the reducer's max and min; every
     holder gets the values that sorting all points in one place gives."""
 
-    def __init__(self, Z: np.ndarray, reducer, radix_bits: int = 8):
+    def __init__(self, Z: np.ndarray, reducer, radix_bits: Optional[int] = None):
         self.Z = Z
         self.reducer = reducer
         self.radix_bits = radix_bits

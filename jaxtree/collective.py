@@ -13,9 +13,10 @@ Two statistics need care to come out *identical* on any split of the rows:
 * **order statistics** (:func:`order_statistics`) by a radix select over order-preserving
   integer keys of the float values: each round adds one digit of ``radix_bits`` bits to every
   sought key from a summed histogram of that digit among the values that share the digits found
-  so far (4 rounds of 256 bins for float32, 8 for float64). The result is the exact value, so a
-  median found this way equals one found by sorting all rows in one place. The communication is
-  ``rounds × queries × 2**radix_bits`` counts, independent of the number of rows.
+  so far (4 rounds of 256 bins for float32 while the queries are few; 16 rounds of 4 bins when
+  they are many). The result is the exact value, so a median found this way equals one found by
+  sorting all rows in one place. The communication is ``rounds × queries × 2**radix_bits``
+  counts, independent of the number of rows.
 * **sums of floats** (:func:`reproducible_sum`): float addition is not associative, so a sum over
   processes would depend on the split. Each value is cut into pieces on a grid fixed by the
   global maximum and count (pre-rounding, as in Demmel & Nguyen's reproducible summation): the
@@ -24,6 +25,8 @@ Two statistics need care to come out *identical* on any split of the rows:
 """
 
 from __future__ import annotations
+
+from typing import Optional
 
 import numpy as np
 
@@ -46,6 +49,8 @@ LOCAL = LocalReducer()
 
 # Histogram entries handled in one block of :func:`order_statistics` (and one reduction).
 _HISTOGRAM_BUDGET = 2 ** 22
+# Histogram entries per round below which order_statistics keeps 8-bit digits.
+_ROUND_ENTRIES = 2 ** 16
 _FOLDS = 3
 
 
@@ -78,7 +83,7 @@ def _unsigned(dtype):
 # ---------------------------------------------------------------------------------------------
 # Order statistics
 def order_statistics(values: np.ndarray, segment: np.ndarray, rank: np.ndarray, reducer=LOCAL,
-                     radix_bits: int = 8) -> np.ndarray:
+                     radix_bits: Optional[int] = None) -> np.ndarray:
     """Exact order statistics of the values of each segment, over all holders.
 
     Args:
@@ -88,7 +93,11 @@ def order_statistics(values: np.ndarray, segment: np.ndarray, rank: np.ndarray, 
       rank: ``[S, Q]`` int, 0-based ranks sought in every segment (the same for every column),
         counted over all holders. A rank outside ``0..count-1`` gives an unspecified value.
       reducer: combines the holders' histograms (``LOCAL`` for one holder).
-      radix_bits: bits of the key found per round (1, 2, 4 or 8); rounds = width / radix_bits.
+      radix_bits: bits of the key found per round (1, 2, 4 or 8; rounds = width / radix_bits).
+        None: 8 while a round's histogram (queries × 256) has at most 2^16 entries, else the
+        most bits that keep it there, at least 2 — few rounds for few queries, a small volume
+        for many (a round then costs ``S·C·Q·2^bits`` counts; 8 bits: 1024 per query and
+        float32 select, 2 bits: 64).
 
     Returns:
       ``[S, C, Q]`` values (``values``' dtype): entry ``[s, c, q]`` is the ``rank[s, q]``-th
@@ -102,9 +111,12 @@ def order_statistics(values: np.ndarray, segment: np.ndarray, rank: np.ndarray, 
     if values.ndim != 2 or values.dtype not in (np.float32, np.float64):
         raise ValueError(f"values must be a [p, C] float32/float64 array; got {values.dtype} "
                          f"{values.shape}")
+    rank = np.asarray(rank, np.int64)
+    if radix_bits is None:
+        queries = rank.size * values.shape[1]
+        radix_bits = next((bits for bits in (8, 4) if queries << bits <= _ROUND_ENTRIES), 2)
     if radix_bits not in (1, 2, 4, 8):
         raise ValueError(f"radix_bits must be 1, 2, 4 or 8; got {radix_bits!r}")
-    rank = np.asarray(rank, np.int64)
     num_segments, num_queries = rank.shape
     columns = values.shape[1]
     keys = float_keys(values)

@@ -27,7 +27,8 @@ of each process: gloo on CPU, NCCL on GPUs, ICI on TPUs), wrapped as a reducer
   statistics are one sum, and its validation rows are summarised by their class counts at the
   T0-leaf they reach, also one sum. A validation row's vote depends only on its leaf, so the
   λ grid is evaluated on these ``(leaf, class)`` counts — the same errors as row by row, with
-  no rows — identically in every process.
+  no rows —, its settings split over the processes (:func:`split_grid_errors`: each process
+  a share, one sum of the ``[settings, folds]`` errors), and every process selects the same λ's.
 
 Everything is identical to the one-process fit, bit for bit: order statistics are exact, counts
 are integers (exact in float32 below 2^24 per node), and float sums are reproducible. The fit
@@ -41,7 +42,9 @@ Input errors found in one process are raised in all of them (no process is left 
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import time
 from typing import Optional
 
 import jax
@@ -58,9 +61,10 @@ AXIS = "processes"
 #: Quantile bins of the distributed CART T0 when none are given.
 DEFAULT_BINS = 256
 _PARTITIONS = ("kd", "dyadic", "cart")
-# values per collective: padded to a power of 4 between these (larger arrays go in pieces)
+# values per collective: padded to a power of 4 between these (larger arrays go in pieces of
+# the largest size): a handful of shapes to compile, at most 4x padding on small arrays
 _SMALLEST_PIECE = 4 ** 4
-_LARGEST_PIECE = 4 ** 10
+_LARGEST_PIECE = 4 ** 9
 
 
 class CollectiveError(RuntimeError):
@@ -127,7 +131,7 @@ class ProcessReducer:
         flat = array.astype(work).ravel()
         pieces = [self._reduce_piece(flat[start:start + _LARGEST_PIECE], op)
                   for start in range(0, max(flat.size, 1), _LARGEST_PIECE)]
-        result = np.concatenate(pieces)[:flat.size].reshape(array.shape)
+        result = np.concatenate(pieces).reshape(array.shape)
         return result if op == "sum" else result.astype(array.dtype)
 
     def _reduce_piece(self, flat, op):
@@ -287,9 +291,10 @@ def prepare_folds(tree: Tree, X, y, num_classes: int, folds: int = 2, seed: int 
     Fold membership is ``jaxtree.select.fold_masks(n, folds, seed)`` of all ``n`` rows, the
     blocks concatenated in process order. The training statistics are summed over processes;
     the validation part is summarised by its summed class counts at the T0-leaves: one
-    pseudo-point per ``(leaf, class)`` pair that occurs, with the leaf's root-to-leaf path and
-    the count as its weight. Grid errors on these equal the row-by-row errors (a row's votes
-    depend on its leaf only), and every process holds the same folds.
+    pseudo-point per ``(leaf, class)`` pair that occurs in the fold, with the leaf's
+    root-to-leaf path and the count as its weight (:func:`folds_from_counts`). Grid errors on
+    these equal the row-by-row errors (a row's votes depend on its leaf only), and every process
+    holds the same folds.
     """
     reducer = ProcessReducer() if reducer is None else reducer
     chunk_size = _chunk_rows(chunk_size)
@@ -306,21 +311,26 @@ def prepare_folds(tree: Tree, X, y, num_classes: int, folds: int = 2, seed: int 
 
 def folds_from_counts(tree: Tree, train_counts, leaf_counts) -> select.Folds:
     """:class:`jaxtree.select.Folds` from per-fold training counts ``[k, nodes, L]`` and
-    validation counts at the leaves ``[k, nodes, L]`` (:func:`prepare_folds`)."""
+    validation counts at the leaves ``[k, nodes, L]`` (:func:`prepare_folds`): fold f's
+    validation points are the ``(leaf, class)`` pairs of positive count, weighted by it (padded
+    with weight 0 to the largest fold's number of pairs)."""
     train_counts = np.asarray(train_counts)
     leaf_counts = np.asarray(leaf_counts)
-    leaf, label = np.nonzero(leaf_counts.sum(axis=0))           # the (leaf, class) pairs
-    path, on_path = slot_paths(tree, leaf)
     k = train_counts.shape[0]
+    pairs = [np.nonzero(leaf_counts[f]) for f in range(k)]
+    size = max(1, max(len(leaf) for leaf, _ in pairs))
+    leaf, label = np.zeros((k, size), np.int64), np.zeros((k, size), np.int32)
+    weight = np.zeros((k, size))
+    for f, (leaves, labels) in enumerate(pairs):
+        leaf[f, :len(leaves)], label[f, :len(leaves)] = leaves, labels
+        weight[f, :len(leaves)] = leaf_counts[f, leaves, labels]
+    path, on_path = slot_paths(tree, leaf.ravel())
     dtype = tree.threshold.dtype
     counts = jnp.asarray(train_counts, dtype)
     train = NodeStats(counts=counts, label=jax.vmap(lambda c: node_labels(tree, c))(counts))
-    return select.Folds(
-        train=train,
-        path=jnp.broadcast_to(jnp.asarray(path), (k,) + path.shape),
-        on_path=jnp.broadcast_to(jnp.asarray(on_path), (k,) + path.shape),
-        label=jnp.broadcast_to(jnp.asarray(label, jnp.int32), (k, len(label))),
-        weight=jnp.asarray(leaf_counts[:, leaf, label], dtype))
+    return select.Folds(train=train, path=jnp.asarray(path.reshape(k, size, -1)),
+                        on_path=jnp.asarray(on_path.reshape(k, size, -1)),
+                        label=jnp.asarray(label), weight=jnp.asarray(weight, dtype))
 
 
 def slot_paths(tree: Tree, slots) -> tuple[np.ndarray, np.ndarray]:
@@ -339,6 +349,23 @@ def slot_paths(tree: Tree, slots) -> tuple[np.ndarray, np.ndarray]:
     return path, on_path
 
 
+def split_grid_errors(tree: Tree, folds: select.Folds, votes_fn, grid: dict,
+                      batch_size: Optional[int] = None, reducer=None):
+    """:func:`jaxtree.select.grid_errors` with the settings split over the processes: each
+    computes a contiguous share of the grid on the (replicated) folds, one sum gathers the
+    ``[G, k]`` errors (each entry comes from one process: the sum is exact)."""
+    reducer = ProcessReducer() if reducer is None else reducer
+    size = jax.tree.leaves(grid)[0].shape[0]
+    bounds = np.linspace(0, size, reducer.size + 1).astype(int)
+    start, stop = bounds[reducer.index], bounds[reducer.index + 1]
+    errors = np.zeros((size, folds.weight.shape[0]), np.float64)
+    if stop > start:
+        share = jax.tree.map(lambda values: values[start:stop], grid)
+        errors[start:stop] = np.asarray(select.grid_errors(tree, folds, votes_fn, share,
+                                                           batch_size))
+    return jnp.asarray(reducer.sum(errors), folds.weight.dtype)
+
+
 def _chunk_rows(chunk_size):
     return DEFAULT_CHUNK_ROWS if chunk_size is None else chunk_size
 
@@ -355,6 +382,10 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
 
     ``bins``: quantile bins of a CART T0 (``partition="cart"``; the one-process equal is
     ``jaxtree.cart_tree(..., bins=bins)``). ``chunk_size``: rows counted on the device at once.
+
+    Also sets ``profile_``: per phase (``"tree"``, ``"statistics"``, ``"tuning"``,
+    ``"weights"``), the wall ``seconds`` and this process's ``reductions`` and ``bytes``
+    (:class:`ProcessReducer`).
     """
     from jaxtree.estimators import PACBayesTreeClassifier, default_depth
 
@@ -379,25 +410,54 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     depth = (estimator.max_depth if estimator.max_depth is not None
              else default_depth(partition, n, X.shape[1]))
     _check_tree_options(depth, estimator.min_split, estimator.split, estimator.layout)
-    if partition == "kd":
-        tree = build.grow_kd(X, y, depth, estimator.min_split, estimator.split,
-                             estimator.layout, reducer)
-    elif partition == "dyadic":
-        tree = build.grow_dyadic(X, y, depth, estimator.min_split, estimator.split,
-                                 estimator.layout, reducer)
-    else:
+    if partition == "cart":
         cart.check_bins(bins)
-        tree = cart.grow_cart_tree(X, y, depth, estimator.min_split, "gini", estimator.layout,
-                                   estimator.random_state, bins, reducer)
+    profile = _Profile(reducer)
+    with profile("tree"):
+        if partition == "kd":
+            tree = build.grow_kd(X, y, depth, estimator.min_split, estimator.split,
+                                 estimator.layout, reducer)
+        elif partition == "dyadic":
+            tree = build.grow_dyadic(X, y, depth, estimator.min_split, estimator.split,
+                                     estimator.layout, reducer)
+        else:
+            tree = cart.grow_cart_tree(X, y, depth, estimator.min_split, "gini",
+                                       estimator.layout, estimator.random_state, bins, reducer)
     estimator.classes_ = classes
     estimator.n_features_in_ = X.shape[1]
     estimator.tree_ = tree
-    estimator.stats_ = node_stats(tree, X, y, len(classes), reducer=reducer,
-                                  chunk_size=chunk_size)
-    estimator._select_params(X, y, folds=lambda: prepare_folds(
-        tree, X, y, len(classes), estimator.cv, estimator.random_state, reducer, chunk_size))
-    estimator._fit_tree(estimator.stats_, X, y)
+    with profile("statistics"):
+        estimator.stats_ = node_stats(tree, X, y, len(classes), reducer=reducer,
+                                      chunk_size=chunk_size)
+    with profile("tuning"):
+        estimator._select_params(X, y, cv_data=lambda: {
+            "folds": prepare_folds(tree, X, y, len(classes), estimator.cv,
+                                   estimator.random_state, reducer, chunk_size),
+            "errors_fn": functools.partial(split_grid_errors, reducer=reducer)})
+    with profile("weights"):
+        estimator._fit_tree(estimator.stats_, X, y)
+        jax.block_until_ready(estimator.node_log_weights_)
+    estimator.profile_ = profile.phases
     return estimator
+
+
+class _Profile:
+    """Per phase of a fit: wall seconds, and the reducer's reductions and bytes."""
+
+    def __init__(self, reducer):
+        self.reducer = reducer
+        self.phases = {}
+
+    @contextlib.contextmanager
+    def __call__(self, name):
+        counters = (getattr(self.reducer, "reductions", 0),
+                    getattr(self.reducer, "bytes_reduced", 0))
+        start = time.perf_counter()
+        yield
+        self.phases[name] = {
+            "seconds": time.perf_counter() - start,
+            "reductions": getattr(self.reducer, "reductions", 0) - counters[0],
+            "bytes": getattr(self.reducer, "bytes_reduced", 0) - counters[1]}
 
 
 def global_classes(labels, reducer) -> np.ndarray:

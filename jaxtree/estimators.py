@@ -116,10 +116,11 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         """The fitted value of a constructor parameter: the tuned one when ``fit`` tuned it."""
         return getattr(self, "best_params_", {}).get(name, getattr(self, name))
 
-    def _select_params(self, X, y, folds=None):
+    def _select_params(self, X, y, cv_data=None):
         """Apply the ``tune`` option (class docstring); sets ``best_params_``, ``cv_results_``.
-        ``folds``: None (deal ``X``, ``y`` into ``cv`` folds) or a function returning prepared
-        :class:`jaxtree.select.Folds`, called only when tuning (the distributed fit)."""
+        ``cv_data``: None (deal ``X``, ``y`` into ``cv`` folds), or a function returning keyword
+        arguments of :func:`jaxtree.select.tune` with prepared ``folds`` (and ``errors_fn``),
+        called only when tuning (the distributed fit)."""
         self.__dict__.pop("best_params_", None)
         self.__dict__.pop("cv_results_", None)
         mode = getattr(self, "tune", None)
@@ -142,11 +143,11 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
             if not directions:
                 return
             mode = "grid"
+        data = {"folds": getattr(self, "cv", 2)} if cv_data is None else cv_data()
         self.best_params_, self.cv_results_ = select.tune(
             self.tree_, X, y, len(self.classes_), votes_fn, directions, mode,
-            folds=getattr(self, "cv", 2) if folds is None else folds(),
             seed=getattr(self, "random_state", 0), fixed=fixed,
-            init={name: v for name, v in values.items() if v is not None})
+            init={name: v for name, v in values.items() if v is not None}, **data)
 
     def _build_tree(self, X, y):
         if self.partition not in PARTITIONS:

@@ -226,7 +226,8 @@ class GridSearchResult:
 def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAYES_DIRECTIONS,
                  fixed: Optional[dict] = None, base_grid=LOG_GRID,
                  linear_size: int = LINEAR_GRID_SIZE, batch_size: Optional[int] = None,
-                 progress: Optional[Callable] = None) -> GridSearchResult:
+                 progress: Optional[Callable] = None,
+                 errors_fn: Optional[Callable] = None) -> GridSearchResult:
     """The paper's protocol (SPEC §5) on prepared folds.
 
     Stage 0: the product of ``base_grid`` (default 2^linspace(-8, 6, 10)) over every parameter.
@@ -240,17 +241,20 @@ def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAY
       directions: ``((name, ±1), ...)`` tuned parameters and their tie-breaking directions.
       fixed: ``{name: value}`` parameters of ``votes_fn`` held fixed.
       progress: optional callback ``progress(number_of_settings_done)`` after each stage.
+      errors_fn: replaces :func:`grid_errors` (same arguments and result); the distributed fit
+        splits the settings over processes with it.
     """
     base = jnp.asarray(base_grid)
     grid0 = product_grid({name: base for name, _ in directions}, directions)
-    errors0 = grid_errors(tree, folds, votes_fn, _with_fixed(grid0, fixed), batch_size)
+    errors_fn = grid_errors if errors_fn is None else errors_fn
+    errors0 = errors_fn(tree, folds, votes_fn, _with_fixed(grid0, fixed), batch_size)
     if progress is not None:
         progress(errors0.shape[0])
     best0 = jnp.argmin(errors0.sum(axis=1))
     steps = jnp.linspace(0.5, 2.0, linear_size)
     grid1 = product_grid({name: grid0[name][best0] * steps for name, _ in directions},
                          directions)
-    errors1 = grid_errors(tree, folds, votes_fn, _with_fixed(grid1, fixed), batch_size)
+    errors1 = errors_fn(tree, folds, votes_fn, _with_fixed(grid1, fixed), batch_size)
     if progress is not None:
         progress(errors1.shape[0])
     total1 = errors1.sum(axis=1)
@@ -374,7 +378,8 @@ def _adam_step(tree, folds, votes_fn, theta, opt_state, learning_rate, tau, eps,
 # One call for an estimator
 def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, method="grid",
          folds: int = 2, seed: int = 0, fixed: Optional[dict] = None,
-         init: Optional[dict] = None, **gradient_options) -> tuple[dict, dict]:
+         init: Optional[dict] = None, errors_fn: Optional[Callable] = None,
+         **gradient_options) -> tuple[dict, dict]:
     """Select the parameters of a method on T0 by k-fold CV; shows a tqdm progress bar on a TTY.
 
     Args:
@@ -387,6 +392,7 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
         :class:`Folds` (e.g. :func:`jaxtree.distributed.prepare_folds`), then ``X``, ``y`` and
         ``seed`` are not used.
       init: the starting point of ``"gradient"``; a missing parameter starts at 1.
+      errors_fn: the grid's error function for ``"grid"`` (:func:`paper_search`).
       gradient_options: passed to :func:`gradient_tune`.
 
     Returns:
@@ -406,7 +412,7 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
         with tqdm.tqdm(total=total, desc="grid search (settings)", leave=False,
                        disable=None) as bar:
             result = paper_search(tree, data, votes_fn, tuple(directions), fixed,
-                                  progress=bar.update)
+                                  progress=bar.update, errors_fn=errors_fn)
         return ({name: float(v) for name, v in result.best_params.items()},
                 _grid_results(result, names))
     if method == "gradient":
