@@ -57,64 +57,75 @@ def worker(args) -> None:
     rows = slice(bounds[reducer.index], bounds[reducer.index + 1])
     X, y = data["X_train"][rows], data["y_train"][rows]
     X_test = data["X_test"]
-    model = jaxtree.PACBayesTreeClassifier(partition=args.partition, lam1=args.lam1,
-                                           lam2=args.lam2, max_depth=args.max_depth)
-    reducer.sum(np.zeros(1))                      # a common start
-    start = time.perf_counter()
-    distributed.fit(model, X, y, bins=args.bins, reducer=reducer)
-    seconds = time.perf_counter() - start
-    proba = model.predict_proba(X_test)
-    part = {"process": reducer.index, "fit_seconds": seconds,
-            "bytes_communicated": reducer.bytes_reduced, "reductions": reducer.reductions,
-            "phases": model.profile_, "rows_here": int(bounds[reducer.index + 1]
-                                                       - bounds[reducer.index]),
+    fits = []
+    for _ in range(1 + args.warm):               # the first fit compiles; later ones are warm
+        model = jaxtree.PACBayesTreeClassifier(partition=args.partition, lam1=args.lam1,
+                                               lam2=args.lam2, max_depth=args.max_depth)
+        before = (reducer.reductions, reducer.bytes_reduced)
+        reducer.sum(np.zeros(1))                 # a common start
+        start = time.perf_counter()
+        distributed.fit(model, X, y, bins=args.bins, reducer=reducer)
+        fits.append({"fit_seconds": time.perf_counter() - start, "phases": model.profile_,
+                     "reductions": reducer.reductions - before[0] - 1,
+                     "bytes_communicated": reducer.bytes_reduced - before[1] - 256 * 8})
+    proba = distributed.predict_proba(model, X_test)
+    tree = model.tree_
+    depth = np.asarray(tree.node_depth)[np.asarray(tree.internal)]
+    part = {"process": reducer.index, "fits": fits,
+            "rows_here": int(bounds[reducer.index + 1] - bounds[reducer.index]),
             "lam1": float(model._param("lam1")), "lam2": float(model._param("lam2")),
-            "tree_levels": int(model.tree_.num_levels), "tree_slots": int(model.tree_.num_nodes),
-            "tree_internal": int(np.asarray(model.tree_.internal).sum()),
+            "tree_levels": int(tree.num_levels), "tree_slots": int(tree.num_nodes),
+            "splits_per_level": np.bincount(depth, minlength=tree.num_levels).tolist(),
             "proba": proba.tolist()}
     with open(f"{args.out}.part{reducer.index}", "w") as file:
         json.dump(part, file)
 
 
 def run(processes: int, data: str, out: str, partition="kd", lam1=None, lam2=None,
-        max_depth=None, bins=256, timeout=3600.0) -> dict:
-    """Launch ``processes`` workers on ``data``; merge their parts into ``out`` (JSON)."""
+        max_depth=None, bins=256, warm=0, timeout=3600.0) -> dict:
+    """Launch ``processes`` workers on ``data``; merge their parts into ``out`` (JSON).
+    ``warm``: fits repeated after the first (timed apart: no compilation)."""
     from jaxtree import launch
 
     command = [sys.executable, "-m", "experiments.distributed", "--data", data, "--out", out,
-               "--partition", partition, "--bins", str(bins)]
+               "--partition", partition, "--bins", str(bins), "--warm", str(warm)]
     for flag, value in (("--lam1", lam1), ("--lam2", lam2), ("--max-depth", max_depth)):
         if value is not None:
             command += [flag, str(value)]
     root = str(Path(__file__).resolve().parents[1])
-    started = time.perf_counter()
     launch.check(launch.launch(command, processes, timeout=timeout,
                                env={"PYTHONPATH": os.pathsep.join(
                                    [root, os.environ.get("PYTHONPATH", "")])}))
-    wall = time.perf_counter() - started
     parts = []
     for index in range(processes):
         with open(f"{out}.part{index}") as file:
             parts.append(json.load(file))
         os.remove(f"{out}.part{index}")
-    identical = all(p["proba"] == parts[0]["proba"] for p in parts)
-    if not identical:
+    if any(p["proba"] != parts[0]["proba"] for p in parts):
         raise RuntimeError("the processes disagree on predict_proba")
+
+    def fit_summary(k):
+        fits = [p["fits"][k] for p in parts]
+        return {"fit_seconds": max(f["fit_seconds"] for f in fits),
+                "bytes_communicated": fits[0]["bytes_communicated"],
+                "reductions": fits[0]["reductions"],
+                "phase_seconds": {name: max(f["phases"][name]["seconds"] for f in fits)
+                                  for name in fits[0]["phases"]},
+                "phases": fits[0]["phases"]}
+
+    first = fit_summary(0)
     result = {"processes": processes, "rows": int(np.load(data)["y_train"].shape[0]),
               "partition": partition, "bins": bins if partition == "cart" else None,
               "max_depth": max_depth, "lam1": parts[0]["lam1"], "lam2": parts[0]["lam2"],
               "tuned": lam1 is None or lam2 is None,
-              "fit_seconds": max(p["fit_seconds"] for p in parts),
-              "launch_seconds": wall,
-              "bytes_communicated": parts[0]["bytes_communicated"],
-              "reductions": parts[0]["reductions"],
-              "phases": parts[0]["phases"],
-              "phase_seconds_max": {name: max(p["phases"][name]["seconds"] for p in parts)
-                                    for name in parts[0]["phases"]},
+              "fit_seconds": first["fit_seconds"],
+              "bytes_communicated": first["bytes_communicated"],
+              "reductions": first["reductions"], "first_fit": first,
+              "warm_fits": [fit_summary(k) for k in range(1, warm + 1)],
               "rows_per_process": [p["rows_here"] for p in parts],
               "tree_levels": parts[0]["tree_levels"], "tree_slots": parts[0]["tree_slots"],
-              "tree_internal": parts[0]["tree_internal"],
-              "proba_identical_across_processes": identical,
+              "splits_per_level": parts[0]["splits_per_level"],
+              "proba_identical_across_processes": True,
               "proba": parts[0]["proba"]}
     with open(out, "w") as file:
         json.dump(result, file)
@@ -128,133 +139,194 @@ def make_data(path: str, rows: int, seed: int = 0) -> None:
 
 # ---------------------------------------------------------------------------------------------
 # The report
+# (partition, max_depth, warm fits): KD at its default depth ceil(log2 n), timed warm too for the
+# per-row costs; dyadic and CART capped at depth 16 (their default depths grow T0s of ~n nodes)
+SETTINGS = (("kd", None, 1), ("dyadic", 16, 0), ("cart", 16, 0))
+
+
 def report(rows: int, process_counts, folder: Path) -> None:
     data = str(folder / f"synthetic_{rows}.npz")
-    if not os.path.exists(data):
-        make_data(data, rows)
+    make_data(data, rows)
     runs = {}
-    for setting in ("kd", "dyadic"):
+    for partition, depth, warm in SETTINGS:
         for processes in process_counts:
-            out = str(folder / f"{setting}_{processes}.json")
-            runs[setting, processes] = run(processes, data, out, partition=setting,
-                                           max_depth=None if setting == "kd" else 24)
-            summary = {k: v for k, v in runs[setting, processes].items() if k != "proba"}
-            print(json.dumps(summary), flush=True)
-    small = str(folder / f"synthetic_{rows // 10}.npz")
-    if not os.path.exists(small):
-        make_data(small, rows // 10)
-    smaller = run(1, small, str(folder / "kd_small.json"), partition="kd")
-    write_report(runs, smaller, rows, process_counts)
+            out = str(folder / f"{partition}_{processes}.json")
+            runs[partition, processes] = run(processes, data, out, partition, max_depth=depth,
+                                             warm=warm)
+            print(json.dumps(_summary(runs[partition, processes])), flush=True)
+    # the 1-process runs against the estimator's own fit on all rows in this process
+    import jaxtree
+
+    arrays = np.load(data)
+    alone = {}
+    for partition, depth, _ in SETTINGS:
+        if partition == "cart":      # the estimator's CART is exact; the distributed one binned
+            continue
+        model = jaxtree.PACBayesTreeClassifier(partition=partition, max_depth=depth)
+        proba = model.fit(arrays["X_train"], arrays["y_train"]).predict_proba(arrays["X_test"])
+        alone[partition] = bool(np.array_equal(
+            np.asarray(runs[partition, process_counts[0]]["proba"], proba.dtype), proba))
+    small_data = str(folder / f"synthetic_{rows // 10}.npz")
+    make_data(small_data, rows // 10)
+    small = run(1, small_data, str(folder / "kd_small.json"), "kd", warm=1)
+    write_report(runs, alone, small, rows, process_counts)
 
 
-def write_report(runs, smaller, rows, process_counts) -> None:
+def _summary(result: dict) -> dict:
+    return {k: v for k, v in result.items() if k != "proba"}
+
+
+def write_report(runs, alone, small, rows, process_counts) -> None:
     first = process_counts[0]
     lines = [
         "# Fitting on rows spread over processes", "",
         f"`python -m experiments.distributed --report --rows {rows}` "
-        f"({time.strftime('%Y-%m-%d')}, {platform.machine()}, {os.cpu_count()} CPU cores shared "
-        "with other work; JAX processes on one machine with gloo collectives over localhost).", "",
-        f"Synthetic set of `experiments.scaling`: {rows:,} training rows, 8 features, 2 classes; "
-        f"{TEST_ROWS} test rows. Each process holds a contiguous block of the rows; "
-        "`jaxtree.distributed.fit` grows T0 from collective statistics, tunes λ1, λ2 by the "
-        "paper's protocol (2-fold CV, 200 settings split over the processes) and computes the "
-        "weights. *proba* = test `predict_proba` equal, bit for bit, to the 1-process run's "
-        "(and identical in every process).", "",
-        "| T0 | processes | fit (s) | T0 | statistics | tuning | weights | collectives | "
-        "bytes per process | λ1, λ2 | proba |",
-        "|---|---|---|---|---|---|---|---|---|---|---|"]
-    for (setting, processes), r in runs.items():
-        base = runs[setting, first]
-        same = r["proba"] == base["proba"]
-        phases = r["phase_seconds_max"]
+        f"({time.strftime('%Y-%m-%d')}; {platform.machine()}, {os.cpu_count()} CPU cores shared "
+        "with other work; the JAX processes run on this one machine and reduce with gloo over "
+        "localhost).", "",
+        f"Synthetic set of `experiments.scaling`: {rows:,} training rows, 8 standard normal "
+        f"features, 2 classes; {TEST_ROWS} test rows. Each process holds a contiguous block of "
+        "the rows; `jaxtree.distributed.fit` grows T0 from collective statistics, tunes λ1, λ2 "
+        "by the paper's protocol (2-fold CV, 200 settings, split over the processes) and "
+        "computes the weights.", "",
+        "| T0 | processes | first fit (s) | warm fit (s): T0 / statistics / folds / grid / "
+        "weights | collectives | bytes per process | λ1, λ2 | proba vs 1 process |",
+        "|---|---|---|---|---|---|---|---|"]
+    for (partition, processes), r in runs.items():
+        same = r["proba"] == runs[partition, first]["proba"]
+        label = {"kd": "KD", "dyadic": "dyadic", "cart": "CART, 256 bins"}[partition]
+        internal = sum(r["splits_per_level"])
+        warm = "–"
+        if r["warm_fits"]:
+            w = r["warm_fits"][0]
+            phases = w["phase_seconds"]
+            warm = (f"{w['fit_seconds']:.1f}: {phases['tree']:.1f} / "
+                    f"{phases['statistics']:.1f} / {phases['folds']:.1f} / "
+                    f"{phases['tuning'] - phases['folds']:.1f} / {phases['weights']:.2f}")
         lines.append(
-            f"| {setting} (depth {r['tree_levels'] - 1}, {r['tree_internal']:,} splits) | "
-            f"{processes} | {r['fit_seconds']:.1f} | {phases['tree']:.1f} | "
-            f"{phases['statistics']:.1f} | {phases['tuning']:.1f} | {phases['weights']:.2f} | "
-            f"{r['reductions']:,} | {r['bytes_communicated'] / 2 ** 20:,.1f} MiB | "
-            f"{r['lam1']:.3g}, {r['lam2']:.3g} | {'equal' if same else 'DIFFERENT'} |")
-    lines += ["", "Seconds are wall time of the slowest process from a common start; the "
-              "phases are the slowest process's. On 2 shared cores, more processes cannot run "
-              "faster: the table shows what the collectives cost, not a speed-up.", ""]
-    lines += projection(runs[("kd", first)], smaller)
+            f"| {label} (depth {r['tree_levels'] - 1}, {internal:,} splits) | {processes} | "
+            f"{r['fit_seconds']:.1f} | {warm} | {r['reductions']:,} | "
+            f"{r['bytes_communicated'] / 2 ** 20:,.1f} MiB | {r['lam1']:.3g}, {r['lam2']:.3g} | "
+            f"{'equal' if same else 'DIFFERENT'} |")
+    lines += [
+        "", "*proba vs 1 process*: the test set's `predict_proba` compared bit for bit with the "
+        "1-process run's (every run also checks that all its processes agree). "
+        + " ".join(f"The 1-process {p} run's equals `PACBayesTreeClassifier(partition=\"{p}\")"
+                   f".fit` on all rows in one process: {'yes' if ok else 'NO'}."
+                   for p, ok in alone.items()),
+        "Seconds: wall time of the slowest process from a common start. The first fit compiles "
+        "(each process compiles the same programs), warm ones do not. The machine has 2 cores, "
+        "so 2 and 4 processes cannot be faster than 1: the table shows what spreading the rows "
+        "costs, not a speed-up. Bytes: the payload each process puts into the all-reduces (int64 "
+        "counts and float64 values, padded to powers of 4); a ring all-reduce sends and "
+        "receives about twice that per process.", ""]
+    lines += projection(runs["kd", first], small)
     (RESULTS / "distributed.md").write_text("\n".join(lines) + "\n")
     with open(RESULTS / "distributed.json", "w") as file:
-        json.dump({f"{s}_{p}": {k: v for k, v in r.items() if k != "proba"}
-                   for (s, p), r in runs.items()} | {"kd_small_1": {
-                       k: v for k, v in smaller.items() if k != "proba"}}, file, indent=1)
+        json.dump({"runs": {f"{p}_{n}": _summary(r) for (p, n), r in runs.items()},
+                   "kd_small": _summary(small), "equal_to_estimator_fit": alone}, file, indent=1)
 
 
-# The projection's assumptions about the cluster (stated in the note)
+# The projection's cluster (stated in the note)
 HOSTS = 64
 TOTAL_ROWS = 10 ** 9
 PROJECTED_DEPTH = 20
-BANDWIDTH = 10e9            # bytes/s per host for an all-reduce's traffic (100 Gb/s Ethernet)
-LATENCY = 1e-3              # seconds per small all-reduce over 64 hosts (ring, ~15 µs a hop)
+BANDWIDTH = 10e9        # bytes/s per host for all-reduce traffic (100 Gb/s Ethernet)
+LATENCY = 1e-3          # seconds per all-reduce over 64 hosts (a ring of ~15 µs hops)
+LARGEST_PIECE = 4 ** 9  # values per collective (jaxtree.distributed)
+
+
+def kd_level_payload(nodes: int, splits: int, classes: int = 2) -> tuple[int, int]:
+    """``(bytes, collectives)`` one level of a KD T0 (cycled coordinates) puts into the
+    all-reduces, per process: node and class counts, the two middle ranks' radix select (digit
+    width as :func:`jaxtree.collective.order_statistics` picks it), the largest value and the one
+    below it (8 bytes each)."""
+    entries = [nodes, nodes * classes]
+    if splits:
+        queries = 2 * splits
+        bits = next((b for b in (8, 4) if queries << b <= 2 ** 16), 2)
+        entries += [queries << bits] * (32 // bits) + [splits, splits]
+    return 8 * sum(entries), sum(-(-e // LARGEST_PIECE) for e in entries)
 
 
 def projection(big, small) -> list[str]:
-    """The 10⁹-row projection from two 1-process KD fits (n and n/10 rows, same depth rule)."""
+    """A fit on 10⁹ rows over 64 hosts, from the warm 1-process KD fits on n and n/10 rows."""
+    warm_big, warm_small = big["warm_fits"][0], small["warm_fits"][0]
     n_big, n_small = big["rows"], small["rows"]
-    per_row = {}
-    for phase in ("tree", "statistics", "tuning"):
-        # the part of a phase that grows with the rows: the slope between the two sizes
-        per_row[phase] = max(big["phases"][phase]["seconds"]
-                             - small["phases"][phase]["seconds"], 0.0) / (n_big - n_small)
-    levels = big["tree_levels"]
+
+    def seconds(fit, phase):
+        p = fit["phase_seconds"]
+        return p["tuning"] - p["folds"] if phase == "grid" else p[phase]
+
+    # per row and level: the slope between the two sizes (what does not grow with n cancels)
+    per_row_level = {phase: max(seconds(warm_big, phase) / big["tree_levels"]
+                                - seconds(warm_small, phase) / small["tree_levels"], 0.0)
+                     / (n_big - n_small) for phase in ("tree", "statistics", "folds")}
+    measured = [kd_level_payload(2 ** level if level < 1 else
+                                 2 * big["splits_per_level"][level - 1],
+                                 big["splits_per_level"][level])
+                for level in range(big["tree_levels"])]
+    formula_bytes = sum(b for b, _ in measured)
+    levels = PROJECTED_DEPTH + 1
     rows_here = TOTAL_ROWS // HOSTS
-    # a KD tree of depth 20 on 10⁹ rows: every node down to level 20 holds ~1000 rows and splits
-    nodes = 2 ** (PROJECTED_DEPTH + 1) - 1
-    splits = 2 ** PROJECTED_DEPTH - 1
-    # collectives per split node and level (KD, cycled coordinate, 2 classes), int64 / float64:
-    # node and class counts (1 + 2), 4 radix rounds x 2 middle ranks x 256 digits, largest and
-    # value below it (2)
-    per_split_bytes = 8 * (3 + 4 * 2 * 256 + 2)
-    per_split_bytes_4bit = 8 * (3 + 8 * 2 * 16 + 2)
-    tree_bytes = per_split_bytes * splits
-    tree_bytes_4bit = per_split_bytes_4bit * splits
-    collectives = (PROJECTED_DEPTH + 1) * (2 + 4 + 2) + 20
-    local_tree = per_row["tree"] * rows_here * (PROJECTED_DEPTH + 1) / levels
-    local_stats = per_row["statistics"] * rows_here * (PROJECTED_DEPTH + 1) / levels
-    local_tuning = per_row["tuning"] * rows_here * (PROJECTED_DEPTH + 1) / levels
-    fold_bytes = 8 * nodes * 2 * 2 * 2          # training and leaf counts, 2 folds, 2 classes
-    wire = lambda b: 2 * b / BANDWIDTH          # noqa: E731 - ring all-reduce: ~2x payload
-    grid = big["phases"]["tuning"]["seconds"] * (nodes / big["tree_slots"]) / HOSTS
-    lines = [
+    level_costs = [kd_level_payload(2 ** level, 2 ** level if level < PROJECTED_DEPTH else 0)
+                   for level in range(levels)]
+    tree_bytes = sum(b for b, _ in level_costs)
+    collectives = sum(c for _, c in level_costs)
+    wire = 2 * tree_bytes / BANDWIDTH
+    local = {phase: per_row_level[phase] * rows_here * levels
+             for phase in ("tree", "statistics", "folds")}
+    # the λ grid: (leaf, class) pairs per fold, ~2 per leaf on 2^20 leaves of ~950 rows, against
+    # the measured run's, times the levels; split over the hosts
+    pseudo = 2 * 2 ** PROJECTED_DEPTH
+    grid = (seconds(warm_big, "grid") * pseudo / warm_big["phases"]["folds"]["pseudo_points"]
+            * levels / big["tree_levels"] / HOSTS)
+    slots = 2 ** levels - 1
+    weights = seconds(warm_big, "weights") * slots / big["tree_slots"]
+    small_sums = 2 * (8 * slots * 2 * 2) * 2 / BANDWIDTH    # statistics and folds: nodes × L
+    total = sum(local.values()) + wire + collectives * LATENCY + grid + weights + small_sums
+    return [
         "## Projection: 10⁹ rows over 64 hosts (on paper)", "",
-        f"From the measured 1-process KD fits on {n_big:,} and {n_small:,} rows (depth "
-        f"⌈log2 n⌉ = {levels - 1} and {small['tree_levels'] - 1}): the time that grows with the "
-        f"rows, per row and per level of T0 — growing T0 "
-        f"{per_row['tree'] / levels * 1e9:.0f} ns, statistics "
-        f"{per_row['statistics'] / levels * 1e9:.0f} ns, fold preparation and tuning "
-        f"{per_row['tuning'] / levels * 1e9:.0f} ns (the slope between the two sizes; the "
-        "rest is per node or fixed).", "",
-        f"Setting: {TOTAL_ROWS:,} rows, 8 features, 2 classes, {HOSTS} hosts with "
-        f"{rows_here:,} rows each, a KD tree of depth {PROJECTED_DEPTH} (max_depth={PROJECTED_DEPTH}: "
-        f"{splits + 1:,} leaves of ~{TOTAL_ROWS // (splits + 1):,} rows; the default depth "
-        "⌈log2 n⌉ = 30 would need 2³¹ slots, past the layout's limit), tuned λ's. Assumed "
-        f"network: {BANDWIDTH / 1e9:.0f} GB/s per host for all-reduce traffic (a ring moves ~2x "
-        f"the payload), {LATENCY * 1e3:.0f} ms per small all-reduce over {HOSTS} hosts.", "",
-        "| part | what scales | estimate |", "|---|---|---|",
-        f"| grow T0, local work | rows per host × levels | {local_tree:.0f} s |",
-        f"| grow T0, collectives (8-bit radix) | split nodes × (3 + 4·2·256 + 2) int64 | "
-        f"{tree_bytes / 2 ** 30:.1f} GiB payload: {wire(tree_bytes):.0f} s + "
-        f"{collectives} × {LATENCY * 1e3:.0f} ms |",
-        f"| — with a 4-bit radix (8 rounds × 16 digits) | split nodes × (3 + 8·2·16 + 2) | "
-        f"{tree_bytes_4bit / 2 ** 30:.2f} GiB: {wire(tree_bytes_4bit):.0f} s, twice the "
-        "select's local passes |",
-        f"| node statistics | rows per host; one sum of nodes × classes | {local_stats:.0f} s "
-        f"+ {wire(8 * nodes * 2):.2f} s |",
-        f"| folds and λ grid | rows per host (routing); (leaf, class) pairs × 200 settings / "
-        f"{HOSTS} hosts | {local_tuning:.0f} s + ~{grid:.0f} s + {wire(fold_bytes):.1f} s |",
-        f"| **total** | | **~{local_tree + wire(tree_bytes) + collectives * LATENCY + local_stats + local_tuning + grid:.0f} s** |",
-        "",
-        "Not included: reading the rows (15.6M × 8 float32 = 0.5 GB per host) and each host "
-        "drawing the fold permutation of all 10⁹ rows (`jaxtree.select.fold_masks`: 8 GB and "
-        "~10 s per host; a counter-based draw would make it per block). The growth's local work "
-        "is NumPy on one core; the 8-bit radix histograms dominate the traffic at the deep "
-        "levels (at level 20 they are 34x the rows' own bytes), so past ~2¹⁶ nodes a level "
-        "fewer digits per round (a smaller `radix_bits`) trade rounds for volume."]
-    return lines
+        f"**Measured here** (warm 1-process KD fits on {n_big:,} and {n_small:,} rows; the slope "
+        "between the two sizes, so that what does not grow with the rows cancels), per row and "
+        f"per level of T0: growing T0 {per_row_level['tree'] * 1e9:.0f} ns, node statistics "
+        f"{per_row_level['statistics'] * 1e9:.0f} ns, fold statistics "
+        f"{per_row_level['folds'] * 1e9:.0f} ns. The λ grid took "
+        f"{seconds(warm_big, 'grid'):.1f} s on {warm_big['phases']['folds']['pseudo_points']:,} "
+        f"(leaf, class) pairs per fold and the weights {seconds(warm_big, 'weights'):.2f} s on "
+        f"{big['tree_slots']:,} slots. Collective payload of growing the {n_big:,}-row T0: "
+        f"{warm_big['phases']['tree']['bytes'] / 2 ** 20:.1f} MiB measured (padded) against "
+        f"{formula_bytes / 2 ** 20:.1f} MiB by the per-level formula below.", "",
+        f"**Setting**: {TOTAL_ROWS:,} rows, 8 features, 2 classes, {HOSTS} hosts of "
+        f"{rows_here:,} rows, a KD T0 of depth {PROJECTED_DEPTH} (`max_depth={PROJECTED_DEPTH}`: "
+        f"{2 ** PROJECTED_DEPTH:,} leaves of ~{TOTAL_ROWS // 2 ** PROJECTED_DEPTH:,} rows; the "
+        "default depth ⌈log2 n⌉ = 30 needs 2³¹ slots, past the layout's limit), λ's tuned. "
+        f"Network assumed: {BANDWIDTH / 1e9:.0f} GB/s per host for all-reduce traffic (a ring "
+        f"moves ~2x the payload), {LATENCY * 1e3:.0f} ms per all-reduce of {HOSTS} hosts.", "",
+        "Per level with m nodes of which s split, each host reduces 8-byte values: m node "
+        "counts, 2m class counts, a radix select of the 2 middle ranks of s nodes (8-bit digits "
+        "in 4 rounds while 2s·256 ≤ 2¹⁶, then 4-bit in 8 rounds, then 2-bit in 16 rounds: 1024, "
+        "128 or 64 counts per rank), and 2s extremes.", "",
+        "| part | scales with | estimate |", "|---|---|---|",
+        f"| grow T0, local | rows per host × levels | {local['tree']:.0f} s |",
+        f"| grow T0, collectives | nodes per level | {tree_bytes / 2 ** 30:.2f} GiB payload: "
+        f"{wire:.2f} s on the wire + {collectives} all-reduces × {LATENCY * 1e3:.0f} ms = "
+        f"{collectives * LATENCY:.1f} s |",
+        f"| node statistics | rows per host × levels; one sum of nodes × classes | "
+        f"{local['statistics']:.0f} s |",
+        f"| fold statistics | rows per host × levels; sums of folds × nodes × classes | "
+        f"{local['folds']:.0f} s |",
+        f"| λ grid (200 settings) | (leaf, class) pairs × levels × settings / hosts | "
+        f"{grid:.0f} s |",
+        f"| weights (replicated) | slots | {weights:.1f} s |",
+        f"| **total** | | **~{total:.0f} s** |", "",
+        "Not counted: reading the rows (0.5 GB of float32 per host), compilation (each host "
+        "compiles the same programs once), and each host drawing the fold permutation of all "
+        "10⁹ rows (`jaxtree.select.fold_masks`: 8 GB of int64 and ~10 s per host; a counter-based "
+        "draw per block would remove it). Growing T0 runs in NumPy on one core per host; it and "
+        "the statistics dominate. The radix histograms make a level's traffic grow with its "
+        "nodes, not its rows: at level 19, 2¹⁹ nodes × 2 ranks × 64 counts ≈ 0.5 GiB, less than "
+        "the level's 0.5 GB of rows per host but not by much; a deeper T0 would cross it."]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -269,6 +341,8 @@ def main(argv=None) -> None:
     parser.add_argument("--lam2", type=float)
     parser.add_argument("--max-depth", type=int)
     parser.add_argument("--bins", type=int, default=256)
+    parser.add_argument("--warm", type=int, default=0,
+                        help="fits to repeat after the first, timed apart (no compilation)")
     parser.add_argument("--timeout", type=float, default=3600.0)
     parser.add_argument("--make-data")
     parser.add_argument("--rows", type=int, default=10 ** 6)
@@ -287,7 +361,7 @@ def main(argv=None) -> None:
         if not (args.data and args.out) or len(args.processes) != 1:
             parser.error("give --processes N (one number), --data and --out (or --report)")
         result = run(args.processes[0], args.data, args.out, args.partition, args.lam1,
-                     args.lam2, args.max_depth, args.bins, args.timeout)
+                     args.lam2, args.max_depth, args.bins, args.warm, args.timeout)
         print(json.dumps({k: v for k, v in result.items() if k != "proba"}))
 
 

@@ -5,8 +5,10 @@ a block of the training rows; every process calls the same functions with its ow
 with the same model, the one that fitting all rows in one process gives::
 
     jax.distributed.initialize(coordinator_address, num_processes, process_id)  # every process
-    model = jaxtree.distributed.fit(jaxtree.PACBayesTreeClassifier(partition="kd"), X_block, y_block)
+    model = jaxtree.PACBayesTreeClassifier(partition="kd", distributed=True).fit(X_block, y_block)
     model.predict_proba(X_test)          # the same on every process
+
+(``jaxtree.distributed.fit(estimator, X_block, y_block)`` is the same fit with more options.)
 
 What travels between processes is never rows, only per-node summaries, summed (or maxed) over
 the processes by collectives (``psum`` / ``pmax`` / ``pmin`` in a ``jax.shard_map`` over one device
@@ -16,11 +18,13 @@ of each process: gloo on CPU, NCCL on GPUs, ICI on TPUs), wrapped as a reducer
 * **T0** (:func:`kd_tree`, :func:`dyadic_tree`, :func:`cart_tree`) grows level by level exactly as
   in one process (:func:`jaxtree.build.grow`): per level, node counts and class counts (purity)
   are summed; KD medians and the quartiles of ``split="spread"`` are exact order statistics from a
-  radix select over summed digit histograms (4 rounds for float32, 8 for float64); the KD
-  scaling is a reproducible sum; dyadic bounds are a max and a min. CART grows from summed class
-  histograms over quantile bins (``bins``; :func:`jaxtree.cart_tree` with the same ``bins`` is
-  the one-process reference). Per level: ``O(nodes × classes)`` numbers, ``O(nodes × 2 × 256)``
-  per round of a select, ``O(nodes × features × bins × classes)`` for CART.
+  radix select over summed digit histograms (:func:`jaxtree.collective.order_statistics`: for
+  float32, 4 rounds of 256 digits while the nodes are few, up to 16 rounds of 4 digits when they
+  are many); the KD scaling is a reproducible sum; dyadic bounds are a max and a min. CART grows
+  from summed class histograms over quantile bins (``bins``; :func:`jaxtree.cart_tree` with the
+  same ``bins`` is the one-process reference). Per level: ``O(nodes × classes)`` numbers, at most
+  1024 counts per node and sought rank for a select (64 on wide levels),
+  ``O(nodes × features × bins × classes)`` for CART.
 * **node statistics** (:func:`node_stats`): local counts (in chunks), one sum.
 * **tuning** (:func:`prepare_folds`): the folds are :func:`jaxtree.select.fold_masks` of all
   ``n`` rows restricted to each block (blocks in process order); each fold's training
@@ -190,7 +194,7 @@ def check_block(reducer, X, y=None) -> tuple[np.ndarray, Optional[np.ndarray], i
     float dtype, ``y`` as int32 labels (None stays None) and ``n`` the rows of all blocks."""
     problem = None
     try:
-        X = np.asarray(X) if not isinstance(X, np.memmap) else X
+        X = np.asarray(X)               # a numpy.memmap stays mapped
         if X.ndim != 2 or X.shape[1] < 1:
             raise ValueError(f"X must be a 2-D array [n_rows, n_features]; got shape {X.shape}")
         if not np.issubdtype(X.dtype, np.number) and X.dtype != bool:
@@ -327,10 +331,13 @@ def folds_from_counts(tree: Tree, train_counts, leaf_counts) -> select.Folds:
     path, on_path = slot_paths(tree, leaf.ravel())
     dtype = tree.threshold.dtype
     counts = jnp.asarray(train_counts, dtype)
-    train = NodeStats(counts=counts, label=jax.vmap(lambda c: node_labels(tree, c))(counts))
+    train = NodeStats(counts=counts, label=_fold_labels(tree, counts))
     return select.Folds(train=train, path=jnp.asarray(path.reshape(k, size, -1)),
                         on_path=jnp.asarray(on_path.reshape(k, size, -1)),
                         label=jnp.asarray(label), weight=jnp.asarray(weight, dtype))
+
+
+_fold_labels = jax.jit(jax.vmap(node_labels, in_axes=(None, 0)))
 
 
 def slot_paths(tree: Tree, slots) -> tuple[np.ndarray, np.ndarray]:
@@ -383,9 +390,9 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     ``bins``: quantile bins of a CART T0 (``partition="cart"``; the one-process equal is
     ``jaxtree.cart_tree(..., bins=bins)``). ``chunk_size``: rows counted on the device at once.
 
-    Also sets ``profile_``: per phase (``"tree"``, ``"statistics"``, ``"tuning"``,
-    ``"weights"``), the wall ``seconds`` and this process's ``reductions`` and ``bytes``
-    (:class:`ProcessReducer`).
+    Also sets ``profile_``: per phase (``"tree"``, ``"statistics"``, ``"tuning"`` — which
+    includes ``"folds"`` when it tunes, with the folds' ``pseudo_points`` — and ``"weights"``),
+    the wall ``seconds`` and this process's ``reductions`` and ``bytes`` (:class:`ProcessReducer`).
     """
     from jaxtree.estimators import PACBayesTreeClassifier, default_depth
 
@@ -429,11 +436,16 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     with profile("statistics"):
         estimator.stats_ = node_stats(tree, X, y, len(classes), reducer=reducer,
                                       chunk_size=chunk_size)
+    def cv_data():
+        with profile("folds"):
+            folds = prepare_folds(tree, X, y, len(classes), estimator.cv,
+                                  estimator.random_state, reducer, chunk_size)
+        profile.phases["folds"]["pseudo_points"] = int(folds.weight.shape[1])
+        return {"folds": folds, "errors_fn": functools.partial(split_grid_errors,
+                                                                reducer=reducer)}
+
     with profile("tuning"):
-        estimator._select_params(X, y, cv_data=lambda: {
-            "folds": prepare_folds(tree, X, y, len(classes), estimator.cv,
-                                   estimator.random_state, reducer, chunk_size),
-            "errors_fn": functools.partial(split_grid_errors, reducer=reducer)})
+        estimator._select_params(X, y, cv_data=cv_data)
     with profile("weights"):
         estimator._fit_tree(estimator.stats_, X, y)
         jax.block_until_ready(estimator.node_log_weights_)
@@ -458,6 +470,20 @@ class _Profile:
             "seconds": time.perf_counter() - start,
             "reductions": getattr(self.reducer, "reductions", 0) - counters[0],
             "bytes": getattr(self.reducer, "bytes_reduced", 0) - counters[1]}
+
+
+def predict_proba(estimator, X, chunk_size: Optional[int] = None) -> np.ndarray:
+    """``estimator.predict_proba(X)`` routed ``chunk_size`` rows at a time (default
+    :data:`jaxtree.stats.DEFAULT_CHUNK_ROWS`; ``X`` may be a ``numpy.memmap``): bounded device
+    memory, one compilation (the last chunk is padded), the same scores."""
+    chunk_size = _chunk_rows(chunk_size)
+    parts = []
+    for (chunk,) in row_chunks(chunk_size, X):
+        rows = len(chunk)
+        padded = np.concatenate([chunk, np.repeat(chunk[-1:], chunk_size - rows, axis=0)]) \
+            if 0 < rows < chunk_size else chunk
+        parts.append(estimator.predict_proba(padded)[:rows])
+    return np.concatenate(parts)
 
 
 def global_classes(labels, reducer) -> np.ndarray:

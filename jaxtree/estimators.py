@@ -204,6 +204,9 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         size compiles for 10–50 s. Give ``lam1`` and ``lam2`` (or ``tune=None``) to skip it.
       cv, random_state: number of CV folds and the seed that deals them (and, with
         ``partition="cart"``, breaks ties between features in the grown tree).
+      distributed: False, or True: ``fit(X, y)`` gets this process's block of rows spread over
+        JAX processes (``jax.distributed`` initialised in each) and every process fits the model
+        of all rows (:func:`jaxtree.distributed.fit`; a CART T0 then splits at 256 quantile bins).
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_`` (:class:`jaxtree.Tree`),
     ``stats_`` (:class:`jaxtree.NodeStats`), ``node_log_weights_`` ``[nodes]``; when tuned,
@@ -213,7 +216,7 @@ class PACBayesTreeClassifier(TreeClassifierBase):
 
     def __init__(self, partition="kd", max_depth=None, min_split=2, split="cycle", lam1=None,
                  lam2=None, potentials="practical", delta=0.05, tune="auto", cv=2,
-                 random_state=0, layout="auto"):
+                 random_state=0, layout="auto", distributed=False):
         self.partition = partition
         self.max_depth = max_depth
         self.min_split = min_split
@@ -226,6 +229,16 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         self.tune = tune
         self.cv = cv
         self.random_state = random_state
+        self.distributed = distributed
+
+    def fit(self, X, y):
+        """Build T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` and fit the model (with
+        ``distributed=True``: on the rows of all processes, ``X`` and ``y`` being this process's
+        block). Returns self."""
+        if self.distributed:
+            from jaxtree import distributed  # imports this module
+            return distributed.fit(self, X, y)
+        return super().fit(X, y)
 
     def _tuning_spec(self):
         if self.potentials != "practical":

@@ -108,16 +108,17 @@ def node_stats_from_chunks(tree: Tree, chunks: Iterable, num_classes: int) -> No
 def stats_from_counts(tree: Tree, counts) -> NodeStats:
     """:class:`NodeStats` of class counts ``[nodes, L]`` (cast to the tree's float dtype)."""
     counts = jnp.asarray(np.asarray(counts), tree.threshold.dtype)
-    return NodeStats(counts=counts, label=node_labels(tree, counts))
+    return NodeStats(counts=counts, label=_node_labels(tree, counts))
 
 
 def row_chunks(chunk_size: int, *arrays):
     """Yield tuples of consecutive ``chunk_size``-row slices of ``arrays`` (None stays None),
-    read as NumPy arrays (a ``numpy.memmap`` is read one chunk at a time)."""
+    read as NumPy arrays (a ``numpy.memmap`` is read one chunk at a time); no rows: one empty
+    chunk."""
     if not isinstance(chunk_size, (int, np.integer)) or chunk_size < 1:
         raise ValueError(f"chunk_size must be a positive integer; got {chunk_size!r}")
     n = np.shape(arrays[0])[0]
-    for start in range(0, n, chunk_size):
+    for start in range(0, max(n, 1), chunk_size):
         yield tuple(None if a is None else np.asarray(a[start:start + chunk_size])
                     for a in arrays)
 
@@ -216,3 +217,7 @@ def node_labels(tree: Tree, counts: Array) -> Array:
         return jnp.where(nonempty, own, tree.layout.parent(label))
 
     return jax.lax.fori_loop(0, tree.num_levels, inherit, own)
+
+
+# compiled once per tree shape (an eager fori_loop would compile its closure on every call)
+_node_labels = jax.jit(node_labels)

@@ -58,8 +58,12 @@ def main(out_dir, die_after=0):
     rows = block(len(X), reducer.index, reducer.size)
     saved = {}
     for name, params in FITS:
-        model = distributed.fit(jaxtree.PACBayesTreeClassifier(**params), X[rows], y[rows],
-                                bins=CART_BINS, reducer=reducer)
+        if name == "dyadic" and not die_after:   # the estimator's option
+            model = jaxtree.PACBayesTreeClassifier(**params, distributed=True).fit(X[rows],
+                                                                                   y[rows])
+        else:
+            model = distributed.fit(jaxtree.PACBayesTreeClassifier(**params), X[rows], y[rows],
+                                    bins=CART_BINS, reducer=reducer)
         for field in ("feature", "threshold", "internal"):
             saved[f"{name}_{field}"] = np.asarray(getattr(model.tree_, field))
         saved[f"{name}_counts"] = np.asarray(model.stats_.counts)
@@ -67,8 +71,6 @@ def main(out_dir, die_after=0):
         saved[f"{name}_proba"] = model.predict_proba(X_test)
         saved[f"{name}_lams"] = np.array([model._param("lam1"), model._param("lam2")])
     np.savez(os.path.join(out_dir, f"{reducer.index}.npz"), **saved)
-    print(f"process {reducer.index}: {reducer.reductions} reductions, "
-          f"{reducer.bytes_reduced} bytes", flush=True)
 
 
 if __name__ == "__main__":

@@ -62,6 +62,21 @@ def test_builders_over_holders_with_an_empty_block_and_no_labels():
         assert_same_tree(tree, reference)
 
 
+def test_statistics_and_chunked_prediction_over_holders():
+    """Counts summed over holders (one of them empty, chunks of 16 rows) equal one pass; a
+    prediction in chunks equals one in a piece."""
+    X, y = rows(9, n=60)
+    tree = jaxtree.kd_tree(X, 5, y=y)
+    reference = jaxtree.node_stats(tree, X, y, 3)
+    for stats in run_holders(4, lambda Xb, yb, r: distributed.node_stats(
+            tree, Xb, yb, 3, reducer=r, chunk_size=16), X, y):
+        np.testing.assert_array_equal(np.asarray(stats.counts), np.asarray(reference.counts))
+        np.testing.assert_array_equal(np.asarray(stats.label), np.asarray(reference.label))
+    model = jaxtree.PACBayesTreeClassifier(max_depth=4, lam1=1.0, lam2=1.0).fit(X, y)
+    np.testing.assert_array_equal(distributed.predict_proba(model, X, chunk_size=16),
+                                  model.predict_proba(X))
+
+
 def test_binned_cart_over_holders_equals_one_process(precision):
     X, y = rows(2)
     X = X.astype(precision)
@@ -158,6 +173,7 @@ def test_more_fits_over_holders_equal_one_process(params, bins):
 def test_without_the_runtime_a_clear_error():
     X, y = rows(8, n=20)
     for call in (lambda: distributed.fit(jaxtree.PACBayesTreeClassifier(), X, y),
+                 lambda: jaxtree.PACBayesTreeClassifier(distributed=True).fit(X, y),
                  lambda: distributed.kd_tree(X, 3)):
         with pytest.raises(RuntimeError, match="jax.distributed.initialize"):
             call()
@@ -174,7 +190,8 @@ def run_cluster(out_dir, *args):
 
 def test_two_processes_fit_like_one(tmp_path):
     """Two JAX processes (gloo), each with a block of unequal size: T0, statistics, λ's, weights
-    and predictions of dyadic (tuned), KD (spread) and binned CART fits equal one process's."""
+    and predictions of dyadic (tuned; the estimator's ``distributed=True``), KD (spread) and
+    binned CART fits equal one process's."""
     launch.check(run_cluster(tmp_path))
     X, y, X_test = worker.data()
     saved = [np.load(tmp_path / f"{index}.npz") for index in range(2)]
