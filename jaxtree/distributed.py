@@ -55,11 +55,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+from sklearn.utils.multiclass import check_classification_targets
 
 from jaxtree import build, cart, select
 from jaxtree.stats import (DEFAULT_CHUNK_ROWS, NodeStats, count_chunks, node_labels,
                            row_chunks, stats_from_counts)
 from jaxtree.tree import Tree
+from jaxtree.validation import check_features, check_labels
 
 AXIS = "processes"
 #: Quantile bins of the distributed CART T0 when none are given.
@@ -178,41 +180,30 @@ def _reduce_program(x, op, mesh):
 
 # ---------------------------------------------------------------------------------------------
 # Input checks, raised in every process at once
-def agree(reducer, problem: Optional[str]) -> None:
-    """Raise ``ValueError(problem)`` in every process if any process has a ``problem`` (one
-    reduction): an error found in one block must not leave the others waiting in a collective."""
-    failed = reducer.gather(np.array([problem is not None]))
+def agree(reducer, error: Optional[Exception]) -> None:
+    """Raise in every process if any process has an input ``error`` (one reduction): an error
+    found in one block must not leave the others waiting in a collective. The process that
+    found it raises it (prefixed with its index), the others a ``ValueError`` naming it."""
+    failed = reducer.gather(np.array([error is not None]))
     if failed.any():
-        if problem is not None:
-            raise ValueError(f"process {reducer.index}: {problem}")
+        if error is not None:
+            raise type(error)(f"process {reducer.index}: {error}") from error
         raise ValueError(f"invalid input in process(es) {np.flatnonzero(failed).tolist()}; "
                          "see their errors")
 
 
 def check_block(reducer, X, y=None) -> tuple[np.ndarray, Optional[np.ndarray], int]:
-    """Validate this process's block (collectively) and return it as ``(X, y, n)``: ``X`` in JAX's
-    float dtype, ``y`` as int32 labels (None stays None) and ``n`` the rows of all blocks."""
-    problem = None
+    """Validate this process's block (collectively; :mod:`jaxtree.validation`'s checks) and
+    return it as ``(X, y, n)``: ``X`` in JAX's float dtype, ``y`` as int32 labels ``0..L-1``
+    (None stays None) and ``n`` the rows of all blocks."""
+    error = None
     try:
-        X = np.asarray(X)               # a numpy.memmap stays mapped
-        if X.ndim != 2 or X.shape[1] < 1:
-            raise ValueError(f"X must be a 2-D array [n_rows, n_features]; got shape {X.shape}")
-        if not np.issubdtype(X.dtype, np.number) and X.dtype != bool:
-            raise ValueError(f"X must be numeric; got dtype {X.dtype}")
-        X = X.astype(jnp.zeros(0).dtype, copy=False)
-        if not np.isfinite(X).all():
-            raise ValueError("X contains NaN or infinite values; impute or drop them first")
+        X = check_features(X, min_samples=0)
         if y is not None:
-            y = np.asarray(y)
-            if y.shape != (X.shape[0],):
-                raise ValueError(f"y must be [n_rows] = [{X.shape[0]}]; got shape {y.shape}")
-            if not np.issubdtype(y.dtype, np.integer) or (y.size and y.min() < 0):
-                raise ValueError("labels must be integers >= 0 (the estimators encode any "
-                                 "labels)")
-            y = y.astype(np.int32)
-    except ValueError as error:
-        problem = str(error)
-    agree(reducer, problem)
+            y = check_labels(y, X.shape[0])
+    except (ValueError, TypeError) as found:
+        error = found
+    agree(reducer, error)
     shapes = reducer.gather(np.array([X.shape[0], X.shape[1]]))
     if len(set(shapes[:, 1].tolist())) != 1:
         raise ValueError(f"every process must hold the same features; the blocks have "
@@ -402,13 +393,18 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     reducer = ProcessReducer() if reducer is None else reducer
     X, _, n = check_block(reducer, X)
     labels = np.asarray(y)
-    problem = None
-    if labels.shape != (X.shape[0],):
-        problem = f"y must be [n_rows] = [{X.shape[0]}]; got shape {labels.shape}"
-    elif not (np.issubdtype(labels.dtype, np.number) or labels.dtype == bool):
-        problem = (f"the distributed fit needs numeric labels (they are exchanged between "
-                   f"processes); got dtype {labels.dtype}: encode them first")
-    agree(reducer, problem)
+    error = None
+    try:
+        if labels.shape != (X.shape[0],):
+            raise ValueError(f"y must be [n_rows] = [{X.shape[0]}]; got shape {labels.shape}")
+        if not (np.issubdtype(labels.dtype, np.number) or labels.dtype == bool):
+            raise TypeError(f"the distributed fit needs numeric labels (they are exchanged "
+                            f"between processes); got dtype {labels.dtype}: encode them first")
+        if len(labels):
+            check_classification_targets(labels)
+    except (ValueError, TypeError) as found:
+        error = found
+    agree(reducer, error)
     classes = global_classes(labels, reducer)
     y = np.searchsorted(classes, labels).astype(np.int32)
     partition = estimator.partition

@@ -142,7 +142,7 @@ def test_tuned_fit_over_holders_equals_one_process():
     """The λ's tuned on (leaf, class) counts of the validation rows: the same CV errors, choice,
     weights and predictions as row by row in one process."""
     X, y = rows(6, n=300)
-    labels = np.array([-1.5, 2.0, 7.0])[y]            # any numeric labels
+    labels = np.array([-1, 2, 7])[y]                  # any integer labels
     params = dict(partition="kd", max_depth=6)
     reference = one_process_fit(params, X, labels)
     X_test = np.random.default_rng(0).normal(size=(40, 3)) * 3
