@@ -168,7 +168,7 @@ class _MaskedDigitCounts:
     """Digit histograms by testing every row against every query's prefix."""
 
     def __init__(self, keys, segment, num_segments):
-        self.keys, self.segment, self.num_segments = keys, segment, num_segments
+        self.keys, self.segment = keys, segment
 
     def __call__(self, prefix, shift, radix_bits, width):
         keys, segment = self.keys, self.segment
@@ -203,7 +203,6 @@ class _SortedDigitCounts:
         # per column: (segment, position) of every row as one sorted int64 key
         self.by_segment = np.sort(segment[:, None] * p + position, axis=0)
         self.start = np.arange(num_segments) * p
-        self.p = p
 
     def __call__(self, prefix, shift, radix_bits, width):
         digits = 1 << radix_bits
