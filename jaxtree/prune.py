@@ -8,20 +8,17 @@ leaf mask ``[nodes]`` (True at the leaves of the chosen pruning):
   C1 (:func:`c1_leaf_cost`), SN (:func:`sn_leaf_cost`) and reduced-error pruning
   (:func:`rep_pruning`: bottom-up "replace the subtree by a leaf when the leaf's hold-out errors
   are ≤ the subtree's" is exactly the (min, +) recursion on hold-out errors, ties to the leaf);
-* **minimum errors per size** (:func:`min_error_per_size`) is a (min, +) knapsack: a per-level pass
-  over arrays ``[level nodes, sizes]`` whose children are combined by a min-plus convolution,
-  followed by a top-down back-tracking pass for the pruning of a chosen size;
+* **minimum errors per size** (:func:`min_error_per_size`) is a (min, +) knapsack: one bottom-up
+  pass whose state is a whole level, every node's table of errors per size packed in one row,
+  children combined by a min-plus convolution, then a top-down back-tracking pass for the
+  pruning of a chosen size (:func:`pruning_of_size`);
 * **local tests** (Kearns–Mansour :func:`km_pruning`, optimistic :func:`optimistic_pruning`) are one
-  bottom-up per-level pass carrying (errors, size) of the current pruned subtree
-  (:func:`local_test_pruning`).
+  bottom-up pass carrying (errors, size) of the current pruned subtree (:func:`local_test_pruning`).
 
-The level passes here use only the static structure every layout provides (``node_depth()``,
-``left_child()``; the right child is ``left_child + 1``), so they run on any layout. They cannot be
-written with ``layout.up`` alone: its values are one scalar per node, combined by addition, while
-the knapsack combines vectors by min-plus convolution and the local tests decide on a (errors,
-size) pair with per-node constants. The passes are unrolled over levels under ``jit``: fine for
-the complete layout (≤ ~20 levels); on a compact layout hundreds of levels deep they compile
-slowly (a ``lax.scan`` form would be the next step).
+Every pass is one of the layout's folds (``fold_up``, ``fold_down``, ``fold_up_levels``,
+``fold_down_levels`` of :mod:`jaxtree.layout`): one array operation per level, unrolled, on the
+complete layout; one ``lax.scan`` over levels on the compact one, so compile time does not grow
+with depth (the paper's 400-level dyadic trees).
 
 All functions are pure and jittable; the penalties (``lam``, ``c``, ``delta``) may be traced, so a
 grid of penalties is one ``jax.vmap``::
@@ -192,6 +189,7 @@ def optimistic_slack(stats: NodeStats, node_depth: Array, c=1.0, delta=0.05, res
     return c ** 2 * m * k / scale, jnp.zeros_like(m)
 
 
+@jax.jit
 def km_pruning(tree: Tree, stats: NodeStats, c, delta=0.05, log_num_tests=None) -> Array:
     """Kearns–Mansour bottom-up pruning (seed 001, slides 13–24) as a leaf mask ``[nodes]``.
 
@@ -203,6 +201,7 @@ def km_pruning(tree: Tree, stats: NodeStats, c, delta=0.05, log_num_tests=None) 
                               tree.layout)
 
 
+@functools.partial(jax.jit, static_argnames=("resample",))
 def optimistic_pruning(tree: Tree, stats: NodeStats, c=1.0, delta=0.05, resample=True) -> Array:
     """Optimistic pruning (seed 002) as a leaf mask ``[nodes]``; see :func:`optimistic_slack`."""
     const, per_leaf = optimistic_slack(stats, tree.node_depth, c, delta, resample)
@@ -210,6 +209,7 @@ def optimistic_pruning(tree: Tree, stats: NodeStats, c=1.0, delta=0.05, resample
                               tree.layout)
 
 
+@jax.jit
 def log_num_tests_of(tree: Tree) -> Array:
     """log|H| for KM and SRM (scalar, traceable): |H| is the number of distinct split tests
     (feature, threshold) that T0 uses — the tests any of its prunings can contain — at least 2.
@@ -257,136 +257,237 @@ def optimistic_votes(tree: Tree, stats: NodeStats, params: dict):
 # ---------------------------------------------------------------------------------------------
 # Minimum errors per size: a (min, +) knapsack over the tree
 class SizeTable(NamedTuple):
-    """Result of :func:`min_error_per_size` (``S`` = ``max_size``).
+    """Result of :func:`min_error_per_size` (``S`` = ``max_size``, ``B`` = ``S + 1 + W``).
 
-    errors:  ``[S+1]`` fewest training errors of a pruning with s non-empty leaves (inf if none).
-    holdout: ``[S+1]`` hold-out errors of that pruning (0 when no hold-out sample was given).
-    choice:  per level, ``[level nodes, S_level+1]`` int32: the left child's size in the best
-      split for each size, or -1 where the node is a leaf (used by :func:`pruning_of_size`).
+    errors:    ``[S+1]`` fewest training errors of a pruning with s non-empty leaves (inf if none).
+    holdout:   ``[S+1]`` hold-out errors of that pruning (0 when no hold-out sample was given;
+      inf where ``errors`` is).
+    left_size: ``[levels, B]`` int32, the back-tracking choices, the tables of a level packed end
+      to end: entry ``start[v] + s`` is the left child's size in v's best pruning of size s, -1
+      where v is a leaf of that pruning (used by :func:`pruning_of_size`).
+    start:     ``[nodes]`` int32, where each node's table begins in its level's row.
+    largest:   ``[nodes]`` int32, the largest size in each node's table (its non-empty T0
+      leaves, at most S).
     """
 
     errors: Array
     holdout: Array
-    choice: tuple
+    left_size: Array
+    start: Array
+    largest: Array
+
+
+class _LevelTables(NamedTuple):
+    """The state of the knapsack's pass: one level's tables, packed in one row of ``B``
+    entries (``errors``, ``holdout`` ``[B]``), each node's ``(start, largest)`` ``[level nodes]``,
+    and whether a level so far needed more than ``B`` entries (``overflow``, a scalar)."""
+
+    errors: Array
+    holdout: Array
+    start: Array
+    largest: Array
+    overflow: Array
 
 
 def min_error_per_size(errors: Array, nonempty: Array, internal: Array, max_size: int,
                        holdout_err: Optional[Array] = None, layout=None) -> SizeTable:
     """For every size s, the pruning with s non-empty leaves and the fewest errors (seed 001,
-    procedure Compute; SPEC §3): ``err(v, s) = min(leaf, min_{s1+s2=s} err(v_L,s1) + err(v_R,s2))``.
+    procedure Compute): ``err(v, s) = min(leaf, min_{s1+s2=s} err(v_L,s1) + err(v_R,s2))``,
+    ties to the leaf, then to the smallest left size s1.
 
-    One bottom-up pass over the levels with a size axis capped per level (a node at height h has at
-    most ``min(max_size, 2**h)`` leaves); children are combined by a min-plus convolution. The
-    hold-out errors of the chosen prunings are carried along (same choices), which gives the CV
-    curve in the same pass.
+    One bottom-up pass over the levels (the layout's ``fold_up_levels``: a ``lax.scan`` on the
+    compact layout, so compile time does not grow with depth). A node's table holds the sizes
+    ``0 … s_v``, ``s_v`` its non-empty T0 leaves (at most S); the tables of one level are packed
+    end to end in one row of ``B = S + 1 + W`` entries (W: the widest level). They fit because
+    the subtrees of a level are disjoint, so their sizes add up to at most the number of non-empty
+    leaves of T0: memory is ``O(levels·(S + W))``, where one table of S+1 sizes per slot would
+    take ``O(levels·W·S)``. Children are combined by a min-plus convolution over the sizes of the
+    smaller child: ``1 + max_v min(s_vL, s_vR)`` rounds of ``O(B)`` per level (on spam's
+    400-level dyadic T0, about 1600 rounds in all). The hold-out errors of the chosen prunings
+    are carried along (same choices), which gives the CV curve in the same pass.
 
     Args:
       errors: ``[nodes]`` E_v (training errors as a leaf).
-      nonempty: ``[nodes]`` bool, N_v > 0.
+      nonempty: ``[nodes]`` bool, N_v > 0 (as node statistics give it: a node is non-empty iff
+        a T0 leaf below it is).
       internal: ``[nodes]`` bool, T0.
-      max_size: static int S, the largest size tabulated (the number of non-empty T0 leaves
-        covers every pruning: :func:`num_nonempty_leaves`).
+      max_size: static int S, the largest size tabulated; at least the number of non-empty
+        leaves of T0 (:func:`num_nonempty_leaves`), so that every pruning has its entry. Checked
+        when the arrays are concrete (``ValueError``); under ``jit`` a smaller S gives the exact
+        curve up to S where every level's tables fit in their row, else a NaN curve (never a
+        wrong number).
       holdout_err: optional ``[nodes]`` errors of a hold-out sample (:func:`holdout_errors`).
       layout: the tree's layout; None for the complete heap layout.
     """
     layout = resolve_layout(layout, errors)
-    return _min_error_per_size(errors, nonempty, internal, holdout_err, layout, int(max_size))
+    member = _membership(internal, layout)
+    max_size = _checked_max_size(max_size, nonempty, internal, member)
+    return _min_error_per_size(errors, nonempty, internal, member, holdout_err, layout, max_size)
+
+
+def _checked_max_size(max_size, nonempty, internal, member) -> int:
+    """``max_size`` as an int, after checking that it covers every pruning (when the arrays are
+    concrete)."""
+    if isinstance(max_size, bool) or not isinstance(max_size, (int, np.integer)) or max_size < 0:
+        raise ValueError(f"max_size must be an int >= 0 (static); got {max_size!r}")
+    if not any(isinstance(x, jax.core.Tracer) for x in (nonempty, internal, member)):
+        count = int(_nonempty_leaf_count(nonempty, internal, member))
+        if count > max_size:
+            raise ValueError(f"max_size={max_size} is below the {count} non-empty leaves of T0: "
+                             "pass at least num_nonempty_leaves(stats, internal, layout)")
+    return int(max_size)
 
 
 @functools.partial(jax.jit, static_argnames=("max_size",))
-def _min_error_per_size(errors, nonempty, internal, holdout_err, layout, max_size):
-    internal = tree_membership(internal, layout) & jnp.asarray(internal, bool)
+def _min_error_per_size(errors, nonempty, internal, member, holdout_err, layout, max_size):
+    split = member & jnp.asarray(internal, bool)
+    leaf_size = (member & jnp.asarray(nonempty, bool)).astype(jnp.int32)
     if holdout_err is None:
         holdout_err = jnp.zeros_like(errors)
-    last = layout.num_levels - 1
-
-    def step(level, x, children):
-        err, err2, size, split = x
-        width = min(max_size, 2 ** (last - level)) + 1
-        sizes = jnp.arange(width)
-        leaf = jnp.where(sizes == size[:, None].astype(jnp.int32), err[:, None], jnp.inf)
-        leaf2 = jnp.broadcast_to(err2[:, None], leaf.shape)
-        if children is None:
-            return (leaf, leaf2), jnp.full(leaf.shape, -1, jnp.int32)
-        (a, a2), (b, b2) = children
-        best, best2, left = _min_plus_convolution(a, a2, b, b2, width)
-        stop = ~split[:, None] | (leaf <= best)
-        return ((jnp.where(stop, leaf, best), jnp.where(stop, leaf2, best2)),
-                jnp.where(stop, -1, left))
-
-    values, choice = [], []
-    for value, ch in _up_levels(layout, (errors, holdout_err, nonempty, internal), step):
-        values.append(value)
-        choice.append(ch)
-    root, root2 = values[0]
-    pad = max_size + 1 - root.shape[1]
-    return SizeTable(jnp.pad(root[0], (0, pad), constant_values=jnp.inf),
-                     jnp.pad(root2[0], (0, pad)), tuple(choice))
+    step = functools.partial(_knapsack_level, max_size=max_size,
+                             row=max_size + 1 + layout.width)
+    top, (start, largest), left_size = layout.fold_up_levels(
+        step, (errors, holdout_err, leaf_size, split))
+    # the root is the first node of its level: its table is the row's first entries
+    sizes = jnp.arange(max_size + 1)
+    curve = jnp.where(sizes <= top.largest[0], top.errors[:max_size + 1], jnp.inf)
+    curve = jnp.where(top.overflow, jnp.nan, curve)
+    holdout = jnp.where(jnp.isfinite(curve), top.holdout[:max_size + 1], jnp.inf)
+    return SizeTable(curve, holdout, left_size, start, largest)
 
 
-def _min_plus_convolution(a, a2, b, b2, width):
-    """``best[:, s] = min_i a[:, i] + b[:, s-i]`` for s < width (first minimiser i kept) with the
-    companion sums ``a2[:, i] + b2[:, s-i]`` of the same i. a, b: ``[m, w_child]``."""
-    m, w_child = a.shape
-    pad = jnp.full((m, width), jnp.inf, a.dtype)
-    b_pad = jnp.concatenate([pad, b, pad], axis=1)
-    b2_pad = jnp.concatenate([jnp.zeros_like(pad), b2, jnp.zeros_like(pad)], axis=1)
+def _knapsack_level(x, _, below: Optional[_LevelTables], children, *, max_size: int, row: int):
+    """One level of :func:`min_error_per_size` (a ``fold_up_levels`` step): the level's packed
+    tables from its nodes' ``x = (errors, holdout, leaf_size, split)`` and the level below.
+    Returns ``(tables, (start, largest) per node, left_size [row])``."""
+    errors, holdout, leaf_size, split = x
+    m = leaf_size.shape[0]
+    if below is None:   # the deepest level: nothing is split
+        zeros = jnp.zeros(m, jnp.int32)
+        (start_l, largest_l), (start_r, largest_r) = (zeros, zeros), (zeros, zeros)
+    else:
+        (start_l, largest_l), (start_r, largest_r) = children((below.start, below.largest))
+    # a node's largest size: its children's sum where split (at least its own size as a leaf,
+    # for flags that are not node statistics), capped at S
+    largest = jnp.minimum(jnp.where(split, jnp.maximum(largest_l + largest_r, leaf_size),
+                                    leaf_size), max_size)
+    end = jnp.cumsum(largest + 1)
+    start = end - (largest + 1)
+    # each entry of the row: the node whose table holds it, that node's fields, and the size the
+    # entry stands for
+    entries = jnp.arange(row, dtype=jnp.int32)
+    node = jnp.minimum(jnp.searchsorted(end, entries, side="right"), m - 1).astype(jnp.int32)
+    own_start, own_largest, own_leaf_size, own_split, *children_at_entry = (
+        jnp.stack([start, largest, leaf_size, split.astype(jnp.int32), start_l, largest_l,
+                   start_r, largest_r], axis=1)[node].T)
+    own_errors, own_holdout = jnp.stack([errors, holdout], axis=1)[node].T
+    size = entries - own_start
+    in_table = size <= own_largest
+    leaf = jnp.where(in_table & (size == own_leaf_size), own_errors, jnp.inf)
+    tables = _LevelTables(leaf, own_holdout, start, largest, end[-1] > row)
+    no_choice = jnp.full(row, -1, jnp.int32)
+    if below is None:
+        return tables, (start, largest), no_choice
+    entry_split = (own_split > 0) & in_table
+    start_l, largest_l, start_r, largest_r = children_at_entry
+    best, best_holdout, left = _min_plus_children(
+        below.errors, below.holdout, size, entry_split, (start_l, largest_l), (start_r, largest_r))
+    stop = ~entry_split | (leaf <= best)
+    tables = _LevelTables(jnp.where(stop, leaf, best), jnp.where(stop, own_holdout, best_holdout),
+                          start, largest, tables.overflow | below.overflow)
+    return tables, (start, largest), jnp.where(stop, no_choice, left)
 
-    def body(i, carry):
-        best, best2, left = carry
-        start = width - i
-        cand = a[:, i, None] + jax.lax.dynamic_slice_in_dim(b_pad, start, width, axis=1)
-        cand2 = a2[:, i, None] + jax.lax.dynamic_slice_in_dim(b2_pad, start, width, axis=1)
-        better = cand < best
-        return (jnp.where(better, cand, best), jnp.where(better, cand2, best2),
-                jnp.where(better, i, left))
 
-    init = (jnp.full((m, width), jnp.inf, a.dtype), jnp.zeros((m, width), a.dtype),
-            jnp.full((m, width), -1, jnp.int32))
-    return jax.lax.fori_loop(0, min(w_child, width), body, init)
+def _min_plus_children(errors, holdout, size, split, left, right):
+    """Min-plus convolution of each entry's two children tables.
+
+    For each entry (a node v and a size s) where ``split``: the fewest
+    ``errors[start_L + i] + errors[start_R + s - i]`` over the sizes i, s - i the children have,
+    ties to the smallest left size i, with the hold-out sum of the same i; ``(inf, 0, -1)``
+    where v has no split of size s. ``errors``, ``holdout``: the packed row of the level below;
+    ``left``, ``right``: ``(start, largest)`` of each entry's children. The rounds run over the
+    sizes of each entry's smaller child (``1 + max min(largest_L, largest_R)`` rounds)."""
+    (start_l, largest_l), (start_r, largest_r) = left, right
+    left_smaller = largest_l <= largest_r
+    start_small = jnp.where(left_smaller, start_l, start_r)
+    start_big = jnp.where(left_smaller, start_r, start_l)
+    largest_small = jnp.minimum(largest_l, largest_r)
+    largest_big = jnp.maximum(largest_l, largest_r)
+    rounds = jnp.max(jnp.where(split, largest_small, -1)) + 1
+    both = jnp.stack([errors, holdout], axis=1)
+    last = errors.shape[0] - 1
+
+    def one_round(k, carry):
+        best, best_holdout, best_left = carry
+        rest = size - k
+        valid = split & (k <= largest_small) & (rest >= 0) & (rest <= largest_big)
+        candidate, candidate_holdout = (both[jnp.clip(start_small + k, 0, last)] +
+                                        both[jnp.clip(start_big + rest, 0, last)]).T
+        left_size = jnp.where(left_smaller, k, rest)
+        better = valid & ((candidate < best) | ((candidate == best) & (left_size < best_left)))
+        return (jnp.where(better, candidate, best),
+                jnp.where(better, candidate_holdout, best_holdout),
+                jnp.where(better, left_size, best_left))
+
+    init = (jnp.full(size.shape, jnp.inf, errors.dtype), jnp.zeros(size.shape, holdout.dtype),
+            jnp.full(size.shape, -1, jnp.int32))
+    return jax.lax.fori_loop(0, rounds, one_round, init)
 
 
 def pruning_of_size(table: SizeTable, size, internal: Array, layout=None) -> Array:
     """Leaf mask ``[nodes]`` of the pruning :func:`min_error_per_size` chose for ``size``
     (a scalar, may be traced; it must have a pruning: ``table.errors[size]`` finite, else the
-    root alone is returned), by one top-down pass over the levels.
+    root alone is returned), by one top-down pass over the levels (``fold_down_levels``).
 
     A node is reached with a target size; it is a leaf of the pruning if its choice is -1, else its
     children are reached with targets ``choice`` and ``target - choice``.
     """
     layout = resolve_layout(layout, internal)
-    return _pruning_of_size(table.choice, jnp.asarray(size, jnp.int32), layout)
+    return _pruning_of_size(table, jnp.asarray(size, jnp.int32), layout)
 
 
 @jax.jit
-def _pruning_of_size(choice, size, layout):
-    starts = _level_starts(layout)
-    target = size[None]                                   # the root's target size
-    leaves = []
-    for level, ch in enumerate(choice):
+def _pruning_of_size(table, size, layout):
+    slot = jnp.arange(layout.num_nodes)
+    is_left = jnp.asarray(layout.left_child())[jnp.asarray(layout.parent_index())] == slot
+    last = table.left_size.shape[1] - 1
+
+    def step(x, left_size_row, above, parent):
+        start, largest, left, root = x
+        if above is None:
+            target = jnp.where(root, size, -1)
+        else:
+            parent_target, parent_left = parent(above)
+            target = jnp.where(parent_left < 0, -1,
+                               jnp.where(left, parent_left, parent_target - parent_left))
         reached = target >= 0
-        left_size = jnp.take_along_axis(ch, jnp.clip(target, 0, ch.shape[1] - 1)[:, None], 1)
-        left_size = jnp.where(reached, left_size[:, 0], -1)
-        leaves.append(reached & (left_size < 0))
-        if level + 1 < len(choice):
-            # children of split nodes get their targets; everything else stays unreached (-1).
-            count = starts[level + 2] - starts[level + 1]
-            go = left_size >= 0
-            left, right = (jnp.where(go, pos, count)
-                           for pos in _child_positions(layout, starts, level))
-            child_target = jnp.full(count, -1, jnp.int32)
-            child_target = child_target.at[left].set(left_size, mode="drop")
-            target = child_target.at[right].set(target - left_size, mode="drop")
-    return jnp.concatenate(leaves)
+        choice = left_size_row[jnp.clip(start + target, 0, last)]
+        left_size = jnp.where(reached & (target <= largest), choice, -1)
+        return (target, left_size), reached & (left_size < 0), None
+
+    leaves, _ = layout.fold_down_levels(
+        step, (table.start, table.largest, is_left, slot == 0), table.left_size)
+    return leaves
 
 
 def num_nonempty_leaves(stats: NodeStats, internal: Array, layout=None) -> int:
     """Number of non-empty leaves of T0 (the largest size any pruning has); a concrete int."""
-    layout = resolve_layout(layout, internal)
-    leaf = tree_membership(internal, layout) & ~jnp.asarray(internal, bool)
-    return int(jnp.sum(leaf & (stats.total > 0)))
+    member = _membership(internal, resolve_layout(layout, internal))
+    return int(_nonempty_leaf_count(stats.total > 0, internal, member))
 
 
+@jax.jit
+def _nonempty_leaf_count(nonempty, internal, member):
+    leaf = member & ~jnp.asarray(internal, bool)
+    return jnp.sum(leaf & jnp.asarray(nonempty, bool))
+
+
+#: :func:`jaxtree.tree_membership` compiled once, for the functions here that need it outside
+#: their own compiled code.
+_membership = jax.jit(tree_membership)
+
+
+@jax.jit
 def srm_select(errors_per_size: Array, n, c, delta=0.05, log_num_tests=1.0) -> Array:
     """SRM choice of size (seed 001; SPEC §3):
     ``argmin_s R̂(P_s) + c·sqrt((s·log(4|H|) + log(1/δ))/n)``
@@ -403,6 +504,7 @@ def srm_select(errors_per_size: Array, n, c, delta=0.05, log_num_tests=1.0) -> A
     return jnp.argmin(jnp.where(jnp.isfinite(errors_per_size), bound, jnp.inf))
 
 
+@jax.jit
 def holdout_select(table: SizeTable) -> Array:
     """CV choice of size: the fewest hold-out errors among the sizes that have a pruning (ties go
     to the smaller size)."""
@@ -421,51 +523,6 @@ def min_size_srm_votes(tree: Tree, stats: NodeStats, params: dict, max_size: int
 
 
 # ---------------------------------------------------------------------------------------------
-# Level passes of the knapsack
-def _level_starts(layout) -> np.ndarray:
-    """``[levels + 1]`` static slot bounds: level ``l`` holds slots ``starts[l] … starts[l+1]-1``.
-
-    Both layouts store levels in consecutive slots, root level first (the complete heap and the
-    level-major compact layout); the passes below rely on it."""
-    depth = np.asarray(layout.node_depth())
-    if np.any(np.diff(depth) < 0):
-        raise ValueError("level passes need a layout whose levels occupy consecutive slots")
-    return np.searchsorted(depth, np.arange(layout.num_levels + 1))
-
-
-def _child_positions(layout, starts, level):
-    """``(left, right)`` ``[level nodes]``: positions of each node's children within the next
-    level (data for the compact layout; meaningless, but in range, where a node is not split)."""
-    left = jnp.asarray(layout.left_child())[starts[level]:starts[level + 1]] - starts[level + 1]
-    left = jnp.clip(left, 0, starts[level + 2] - starts[level + 1] - 2)
-    return left, left + 1
-
-
-def _up_levels(layout, inputs, step):
-    """Bottom-up over levels, deepest first, unrolled: ``step(level, x, children) ->
-    (value, out)`` with ``x`` the ``inputs`` pytree (``[nodes, ...]`` leaves) at the level's
-    slots and ``children`` ``(left, right)``, the next level's values at each node's children
-    (None at the deepest level). Returns ``(value, out)`` per level, root level first.
-
-    The knapsack needs it (its tables widen level by level, so ``step`` depends on ``level``);
-    methods whose state has a fixed shape use ``layout.fold_up`` (a ``lax.scan`` on the
-    compact layout, which compiles in seconds where this unrolled loop takes minutes on the
-    paper's 400-level dyadic trees)."""
-    starts = _level_starts(layout)
-    results = [None] * layout.num_levels
-    value = None
-    for level in reversed(range(layout.num_levels)):
-        x = jax.tree_util.tree_map(lambda v: v[starts[level]:starts[level + 1]], inputs)
-        children = None
-        if value is not None:
-            left, right = _child_positions(layout, starts, level)
-            children = (jax.tree_util.tree_map(lambda v: v[left], value),
-                        jax.tree_util.tree_map(lambda v: v[right], value))
-        value, out = step(level, x, children)
-        results[level] = (value, out)
-    return results
-
-
 def _leaves_of(stops: Array, internal: Array, layout) -> Array:
     """Leaf mask of the pruning whose nodes stop where ``stops`` is True: the engine's
     back-tracking with leaf cost 0 where a node stops and 1 elsewhere (every subtree then has a

@@ -276,3 +276,105 @@ def test_level_passes_agree_on_the_compact_layout():
     np.testing.assert_array_equal(curve_a, curve_b)
     for a, b in zip(labels_a, labels_b):
         np.testing.assert_array_equal(a, b)
+
+
+# ---------------------------------------------------------------------------------------------
+# the knapsack against a plain recursion with its tie rules (so masks are exactly determined)
+def knapsack_reference(levels, errors, holdout, nonempty, node=(0, 0)):
+    """``{size: (errors, holdout, leaves)}`` of the subtree at ``node`` = (level, index), written
+    plainly: the best split of each size keeps the smallest left size among equal errors, and a
+    node becomes a leaf when its own errors are <= its best split's."""
+    level, index = node
+    own_size = int(nonempty[node])
+    own = (errors[node], holdout[node], frozenset([node]))
+    if not levels[level].internal[index]:
+        return {own_size: own}
+    child = 2 * (np.cumsum(levels[level].internal)[index] - 1)
+    left = knapsack_reference(levels, errors, holdout, nonempty, (level + 1, child))
+    right = knapsack_reference(levels, errors, holdout, nonempty, (level + 1, child + 1))
+    table = {}
+    for i in sorted(left):
+        for j in right:
+            err = left[i][0] + right[j][0]
+            if i + j not in table or err < table[i + j][0]:
+                table[i + j] = (err, left[i][1] + right[j][1], left[i][2] | right[j][2])
+    if own_size not in table or own[0] <= table[own_size][0]:
+        table[own_size] = own
+    return table
+
+
+def random_knapsack_inputs(seed, levels, tree, slots):
+    """Random integer errors of two samples at every node, and non-empty flags as node
+    statistics give them (a node is non-empty iff a leaf below it is): ``{(level, index): v}``
+    dicts and the same as flat arrays in ``tree``'s layout."""
+    rng = np.random.default_rng(seed)
+    nodes = [(l, k) for l, level in enumerate(levels) for k in range(len(level.internal))]
+    errors = {a: float(rng.integers(0, 6)) for a in nodes}
+    holdout = {a: float(rng.integers(0, 6)) for a in nodes}
+    nonempty = {}
+    for level in reversed(range(len(levels))):
+        for index, split in enumerate(levels[level].internal):
+            child = 2 * (np.cumsum(levels[level].internal)[index] - 1)
+            nonempty[(level, index)] = (nonempty[(level + 1, child)] or
+                                        nonempty[(level + 1, child + 1)]) if split \
+                else bool(rng.random() < 0.7)
+    flat = [np.zeros(tree.layout.num_nodes, dtype) for dtype in (np.float32, np.float32, bool)]
+    for values, out in zip((errors, holdout, nonempty), flat):
+        for (level, index), v in values.items():
+            out[slots[level][index]] = v
+    return (errors, holdout, nonempty), flat
+
+
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("layout", ["complete", "compact"])
+def test_min_error_per_size_and_its_prunings_equal_a_plain_recursion(seed, layout, precision):
+    from jaxtree.build import level_slots
+    from jaxtree.compact import pad_compact
+    from jaxtree.layout import pad_complete
+    from test_compact import packed, random_levels
+    levels = random_levels(seed, 5, p_split=0.75)
+    tree = packed(levels, layout)
+    # one shape per layout for every tree: one compilation
+    tree = (pad_complete(tree, 5, tree.num_features) if layout == "complete"
+            else pad_compact(tree, 6, 32))
+    slots = level_slots(levels, tree.layout)
+    (errors, holdout, nonempty), (err, err2, flags) = random_knapsack_inputs(seed, levels, tree,
+                                                                             slots)
+    expected = knapsack_reference(levels, errors, holdout, nonempty)
+    max_size = 2 ** 5   # one table width for every tree
+    table = prune.min_error_per_size(jnp.asarray(err, precision), jnp.asarray(flags),
+                                     tree.internal, max_size,
+                                     holdout_err=jnp.asarray(err2, precision), layout=tree.layout)
+    curve, curve2 = np.asarray(table.errors), np.asarray(table.holdout)
+    assert curve.shape == (max_size + 1,)
+    for s in range(max_size + 1):
+        if s not in expected:
+            assert np.isinf(curve[s]) and np.isinf(curve2[s]), s
+            continue
+        e, h, leaves = expected[s]
+        assert (curve[s], curve2[s]) == (e, h), s
+        mask = np.asarray(prune.pruning_of_size(table, s, tree.internal, tree.layout))
+        assert set(np.flatnonzero(mask)) == {slots[l][k] for l, k in leaves}, s
+    # a size without a pruning gives the root alone
+    missing = next(s for s in range(max_size + 1) if s not in expected)
+    mask = np.asarray(prune.pruning_of_size(table, missing, tree.internal, tree.layout))
+    assert np.flatnonzero(mask).tolist() == [0]
+
+
+def test_min_error_per_size_needs_a_table_for_every_leaf():
+    tree, X, y = random_tree(0)
+    stats = jaxtree.node_stats(tree, X, y, 2)
+    leaves = prune.num_nonempty_leaves(stats, tree.internal)
+    with pytest.raises(ValueError, match="max_size"):
+        prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal, leaves - 1)
+    with pytest.raises(ValueError, match="max_size"):
+        prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal, 2.5)
+    # under jit the arrays are not known: a short table is exact, or NaN where a level's
+    # tables do not fit in their row (S = 1: a level with 3 non-empty nodes)
+    full = np.asarray(prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal,
+                                               2 ** DEPTH).errors)
+    for size in [leaves - 1, 1]:
+        short = np.asarray(jax.jit(lambda e, n, i: prune.min_error_per_size(e, n, i, size).errors)(
+            stats.errors, stats.total > 0, tree.internal))
+        assert np.array_equal(short, full[:size + 1]) != np.all(np.isnan(short)), size
+        assert np.all(np.isnan(short)) == (size == 1), size
