@@ -22,6 +22,7 @@ A fitted model is saved with :meth:`TreeClassifierBase.save` and read with :func
 
 from __future__ import annotations
 
+import contextlib
 import math
 from typing import Optional
 
@@ -53,6 +54,18 @@ def _cart(X, max_depth, min_split=2, y=None, split="cycle", layout="auto", rando
 PARTITIONS = {"kd": kd_tree, "dyadic": dyadic_tree, "cart": _cart}
 
 
+@contextlib.contextmanager
+def _naming(argument: str):
+    """Prefix ``invalid <argument>: `` to a ValueError/TypeError raised by scikit-learn's
+    validators inside the block: their wording is kept (tools look for it), but "Expected 2D
+    array" or "Unknown label type" alone does not say which argument is wrong."""
+    try:
+        yield
+    except (TypeError, ValueError) as error:
+        kind = TypeError if isinstance(error, TypeError) else ValueError
+        raise kind(f"invalid {argument}: {error}") from error
+
+
 class TreeClassifierBase(ClassifierMixin, BaseEstimator):
     """Shared shell: input checks, label encoding, T0 and its statistics.
 
@@ -68,12 +81,25 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
     folds come from the ``cv`` (default 2) and ``random_state`` (default 0) parameters if present.
     """
 
+    def __sklearn_tags__(self):
+        """What the input may be, stated although these are scikit-learn's defaults for a
+        classifier (its checks test each against the estimator's behaviour): a dense 2-D X of
+        numbers (sparse refused, see the module docstring), no NaN, negative values fine;
+        labels of any discrete kind, strings included."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.two_d_array = True
+        tags.input_tags.sparse = False
+        tags.input_tags.allow_nan = False
+        tags.input_tags.positive_only = False
+        tags.target_tags.required = True
+        return tags
+
     def fit(self, X, y):
         """Build T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` and fit the model. Returns self."""
-        X, y = validate_data(self, X, y, dtype=float_dtype(), ensure_min_samples=2)
-        check_classification_targets(y)
-        self.classes_, y_encoded = np.unique(y, return_inverse=True)
-        self._check_classes()
+        X, y = self._validate_fit_input(X, y)
+        classes, y_encoded = np.unique(y, return_inverse=True)
+        self._check_classes(classes)
+        self.classes_ = classes
         self.tree_ = self._build_tree(X, y_encoded)
         self.stats_ = node_stats(self.tree_, X, jnp.asarray(y_encoded), self._num_stat_classes())
         self._select_params(X, y_encoded)
@@ -83,7 +109,8 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X):
         """``[n, L]`` class scores (columns in the order of ``classes_``)."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=float_dtype())
+        with _naming("X"):
+            X = validate_data(self, X, reset=False, dtype=float_dtype())
         return np.asarray(self._scores(X))
 
     def predict(self, X):
@@ -98,6 +125,16 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         persist.save(self, path)
 
     # -----------------------------------------------------------------------------------------
+    def _validate_fit_input(self, X, y):
+        """scikit-learn's checks, X first and then y, so that a message says which is wrong;
+        ``validate_data`` sets ``n_features_in_`` (and ``feature_names_in_`` for a frame)."""
+        with _naming("X"):
+            validate_data(self, X, dtype=float_dtype(), ensure_min_samples=2)
+        with _naming("y"):
+            X, y = validate_data(self, X, y, dtype=float_dtype(), ensure_min_samples=2)
+            check_classification_targets(y)
+        return X, y
+
     def _tuning_spec(self):
         """None when there is nothing to tune, else ``(votes_fn, directions)``: a module-level
         votes function ``votes_fn(tree, stats, params)`` (:mod:`jaxtree.select`) and
@@ -105,8 +142,9 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         directions (+1: larger values give a simpler model, -1: smaller ones do)."""
         return None
 
-    def _check_classes(self):
-        """Refuse label sets the method cannot fit (``classes_`` is set); all are fine here."""
+    def _check_classes(self, classes):
+        """Refuse label sets (``classes`` ``[L]``, sorted) the method cannot fit; all are fine
+        here."""
 
     def _num_stat_classes(self) -> int:
         """L of the node statistics (the number of classes)."""
@@ -162,6 +200,16 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         return builder(X, max_depth=None if depth is None else int(depth),
                        min_split=self.min_split, y=y, split=self.split,
                        layout=getattr(self, "layout", "auto"), **seed)
+
+
+def estimator_classes() -> dict:
+    """``{name: class}`` of every estimator here (the subclasses of :class:`TreeClassifierBase`)."""
+    found, pending = {}, [TreeClassifierBase]
+    while pending:
+        for cls in pending.pop().__subclasses__():
+            found[cls.__name__] = cls
+            pending.append(cls)
+    return found
 
 
 def default_depth(partition: str, n: int, dims: int) -> Optional[int]:
@@ -428,10 +476,10 @@ class HSVoteClassifier(TreeClassifierBase):
             return np.repeat(self.classes_, proba.shape[0])
         return self.classes_[(proba[:, 1] >= 0.5).astype(int)]
 
-    def _check_classes(self):
-        if len(self.classes_) > 2:
+    def _check_classes(self, classes):
+        if len(classes) > 2:
             raise ValueError(f"Only binary classification is supported: HSVoteClassifier "
-                             f"needs at most two classes; got {len(self.classes_)}. Use "
+                             f"needs at most two classes; got {len(classes)}. Use "
                              "PACBayesTreeClassifier or PrunedTreeClassifier for multiclass "
                              "problems")
 

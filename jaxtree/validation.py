@@ -85,8 +85,8 @@ def check_sample_labels(y, n: int, num_classes: Optional[int], name: str = "y") 
         return
     labels = np.asarray(y)
     if labels.min() < 0 or labels.max() >= num_classes:
-        raise ValueError(f"labels must lie in 0..num_classes-1 = 0..{num_classes - 1}; got "
-                         f"{labels.min()}..{labels.max()}")
+        raise ValueError(f"{name}: labels must lie in 0..num_classes-1 = 0..{num_classes - 1}; "
+                         f"got {labels.min()}..{labels.max()}")
 
 
 def check_sample_weight(weight, n: int, name: str = "sample_weight") -> None:
