@@ -21,6 +21,10 @@ import numpy as np
 import scipy.sparse
 
 
+#: Rows per block of the finite-values check of a NumPy array.
+FINITE_CHECK_ROWS = 2 ** 16
+
+
 def float_dtype() -> np.dtype:
     """The float dtype JAX computes in now: float32, or float64 under x64."""
     return jnp.zeros(0).dtype
@@ -121,11 +125,19 @@ def check_real(x, name: str) -> None:
 
 
 def check_finite(x, name: str) -> None:
-    """Raise a ValueError if a concrete ``x`` holds NaN or ±inf (skipped when traced)."""
+    """Raise a ValueError if a concrete ``x`` holds NaN or ±inf (skipped when traced). A NumPy
+    array is read :data:`FINITE_CHECK_ROWS` rows at a time: a memory-mapped sample larger than
+    memory stays on disk."""
     if is_traced(x) or not np.issubdtype(_dtype(x), np.inexact):
         return
-    finite = jnp.isfinite(x).all() if isinstance(x, jax.Array) else np.isfinite(x).all()
-    if not bool(finite):
+    if isinstance(x, jax.Array):
+        finite = bool(jnp.isfinite(x).all())
+    else:
+        x = np.asarray(x)
+        blocks = [x] if x.ndim == 0 else (x[i:i + FINITE_CHECK_ROWS]
+                                          for i in range(0, len(x), FINITE_CHECK_ROWS))
+        finite = all(np.isfinite(block).all() for block in blocks)
+    if not finite:
         raise ValueError(f"{name} contains NaN or infinite values; impute or drop them first")
 
 

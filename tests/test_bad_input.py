@@ -17,7 +17,7 @@ import pytest
 import scipy.sparse
 
 import jaxtree
-from jaxtree import hsvote
+from jaxtree import hsvote, validation
 from small_models import small_data, small_estimators
 
 JAX_DIR = os.path.dirname(jax.__file__)
@@ -229,6 +229,20 @@ def test_vote_refuses_a_bad_class_count(tree_and_stats):
     X, _ = small_data()
     log_w = jaxtree.pacbayes_log_weights(tree, stats, 1.0, 1.0)
     assert_refused(lambda: jaxtree.vote(tree, stats.label, log_w, X, 0), "num_classes")
+
+
+def test_the_finite_check_reads_a_memory_map_block_by_block(tree_and_stats, tmp_path,
+                                                             monkeypatch):
+    """node_stats counts a numpy.memmap in chunks; its check must not read it whole either."""
+    tree, stats = tree_and_stats
+    X, y = small_data()
+    monkeypatch.setattr(validation, "FINITE_CHECK_ROWS", 5)
+    mapped = np.lib.format.open_memmap(tmp_path / "X.npy", mode="w+", dtype=X.dtype,
+                                       shape=X.shape)
+    mapped[:] = X
+    np.testing.assert_array_equal(jaxtree.node_stats(tree, mapped, y, 2).counts, stats.counts)
+    mapped[len(X) - 1, 2] = np.nan   # in the last block
+    assert_refused(lambda: jaxtree.node_stats(tree, mapped, y, 2), "X")
 
 
 def test_checks_inside_a_callers_jit_see_shapes_and_dtypes_only(tree_and_stats):
