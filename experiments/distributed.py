@@ -140,8 +140,11 @@ def make_data(path: str, rows: int, seed: int = 0) -> None:
 # ---------------------------------------------------------------------------------------------
 # The report
 # (partition, max_depth, warm fits): KD at its default depth ceil(log2 n), timed warm too for the
-# per-row costs; dyadic and CART capped at depth 16 (their default depths grow T0s of ~n nodes)
-SETTINGS = (("kd", None, 1), ("dyadic", 16, 0), ("cart", 16, 0))
+# per-node costs; dyadic and CART capped (their default depths grow T0s of ~n nodes; a CART
+# level reduces nodes × features × 256 bins × classes counts)
+SETTINGS = (("kd", None, 1), ("dyadic", 16, 0), ("cart", 12, 0))
+# the per-row costs: warm 1-process KD fits of this depth on n and n/10 rows (the same nodes)
+COST_DEPTH = 14
 
 
 def report(rows: int, process_counts, folder: Path) -> None:
@@ -168,15 +171,16 @@ def report(rows: int, process_counts, folder: Path) -> None:
             np.asarray(runs[partition, process_counts[0]]["proba"], proba.dtype), proba))
     small_data = str(folder / f"synthetic_{rows // 10}.npz")
     make_data(small_data, rows // 10)
-    small = run(1, small_data, str(folder / "kd_small.json"), "kd", warm=1)
-    write_report(runs, alone, small, rows, process_counts)
+    costs = [run(1, path, str(folder / "kd_cost.json"), "kd", max_depth=COST_DEPTH, warm=1)
+             for path in (data, small_data)]
+    write_report(runs, alone, costs, rows, process_counts)
 
 
 def _summary(result: dict) -> dict:
     return {k: v for k, v in result.items() if k != "proba"}
 
 
-def write_report(runs, alone, small, rows, process_counts) -> None:
+def write_report(runs, alone, costs, rows, process_counts) -> None:
     first = process_counts[0]
     lines = [
         "# Fitting on rows spread over processes", "",
@@ -220,11 +224,12 @@ def write_report(runs, alone, small, rows, process_counts) -> None:
         "costs, not a speed-up. Bytes: the payload each process puts into the all-reduces (int64 "
         "counts and float64 values, padded to powers of 4); a ring all-reduce sends and "
         "receives about twice that per process.", ""]
-    lines += projection(runs["kd", first], small)
+    lines += projection(runs["kd", first], *costs)
     (RESULTS / "distributed.md").write_text("\n".join(lines) + "\n")
     with open(RESULTS / "distributed.json", "w") as file:
         json.dump({"runs": {f"{p}_{n}": _summary(r) for (p, n), r in runs.items()},
-                   "kd_small": _summary(small), "equal_to_estimator_fit": alone}, file, indent=1)
+                   "cost_runs": [_summary(c) for c in costs],
+                   "equal_to_estimator_fit": alone}, file, indent=1)
 
 
 # The projection's cluster (stated in the note)
@@ -249,66 +254,78 @@ def kd_level_payload(nodes: int, splits: int, classes: int = 2) -> tuple[int, in
     return 8 * sum(entries), sum(-(-e // LARGEST_PIECE) for e in entries)
 
 
-def projection(big, small) -> list[str]:
-    """A fit on 10⁹ rows over 64 hosts, from the warm 1-process KD fits on n and n/10 rows."""
-    warm_big, warm_small = big["warm_fits"][0], small["warm_fits"][0]
-    n_big, n_small = big["rows"], small["rows"]
+def projection(big, cost_big, cost_small) -> list[str]:
+    """A fit on 10⁹ rows over 64 hosts from warm 1-process KD fits: ``cost_big`` and
+    ``cost_small`` (depth :data:`COST_DEPTH` on n and n/10 rows: the same nodes, so their
+    difference is the rows' cost) and ``big`` (the default depth on n rows: the rest of its
+    time is the nodes')."""
+    warm = {"big": big["warm_fits"][0], "cost_big": cost_big["warm_fits"][0],
+            "cost_small": cost_small["warm_fits"][0]}
 
-    def seconds(fit, phase):
-        p = fit["phase_seconds"]
+    def seconds(name, phase):
+        p = warm[name]["phase_seconds"]
         return p["tuning"] - p["folds"] if phase == "grid" else p[phase]
 
-    # per row and level: the slope between the two sizes (what does not grow with n cancels)
-    per_row_level = {phase: max(seconds(warm_big, phase) / big["tree_levels"]
-                                - seconds(warm_small, phase) / small["tree_levels"], 0.0)
-                     / (n_big - n_small) for phase in ("tree", "statistics", "folds")}
-    measured = [kd_level_payload(2 ** level if level < 1 else
-                                 2 * big["splits_per_level"][level - 1],
+    phases = ("tree", "statistics", "folds")
+    levels = cost_big["tree_levels"]
+    extra_rows = cost_big["rows"] - cost_small["rows"]
+    per_row_level = {phase: max(seconds("cost_big", phase) - seconds("cost_small", phase), 0.0)
+                     / extra_rows / levels for phase in phases}
+    splits = sum(big["splits_per_level"])
+    per_split = {phase: max(seconds("big", phase) - per_row_level[phase] * big["rows"]
+                            * big["tree_levels"], 0.0) / splits for phase in phases}
+    measured = [kd_level_payload(1 if level == 0 else 2 * big["splits_per_level"][level - 1],
                                  big["splits_per_level"][level])
                 for level in range(big["tree_levels"])]
     formula_bytes = sum(b for b, _ in measured)
-    levels = PROJECTED_DEPTH + 1
+    depth = PROJECTED_DEPTH
     rows_here = TOTAL_ROWS // HOSTS
-    level_costs = [kd_level_payload(2 ** level, 2 ** level if level < PROJECTED_DEPTH else 0)
-                   for level in range(levels)]
+    projected_splits = 2 ** depth - 1
+    level_costs = [kd_level_payload(2 ** level, 2 ** level if level < depth else 0)
+                   for level in range(depth + 1)]
     tree_bytes = sum(b for b, _ in level_costs)
     collectives = sum(c for _, c in level_costs)
     wire = 2 * tree_bytes / BANDWIDTH
-    local = {phase: per_row_level[phase] * rows_here * levels
-             for phase in ("tree", "statistics", "folds")}
-    # the λ grid: (leaf, class) pairs per fold, ~2 per leaf on 2^20 leaves of ~950 rows, against
-    # the measured run's, times the levels; split over the hosts
-    pseudo = 2 * 2 ** PROJECTED_DEPTH
-    grid = (seconds(warm_big, "grid") * pseudo / warm_big["phases"]["folds"]["pseudo_points"]
-            * levels / big["tree_levels"] / HOSTS)
-    slots = 2 ** levels - 1
-    weights = seconds(warm_big, "weights") * slots / big["tree_slots"]
-    small_sums = 2 * (8 * slots * 2 * 2) * 2 / BANDWIDTH    # statistics and folds: nodes × L
-    total = sum(local.values()) + wire + collectives * LATENCY + grid + weights + small_sums
+    local = {phase: per_row_level[phase] * rows_here * (depth + 1)
+             + per_split[phase] * projected_splits for phase in phases}
+    # the λ grid: (leaf, class) pairs per fold (~2 per leaf: 2^20 leaves of ~950 rows) against
+    # the measured run's, times the levels; the settings split over the hosts
+    pseudo = 2 * 2 ** depth
+    measured_pseudo = warm["big"]["phases"]["folds"]["pseudo_points"]
+    grid = (seconds("big", "grid") * pseudo / measured_pseudo * (depth + 1)
+            / big["tree_levels"] / HOSTS)
+    slots = 2 ** (depth + 1) - 1
+    weights = seconds("big", "weights") * slots / big["tree_slots"]
+    total = sum(local.values()) + wire + collectives * LATENCY + grid + weights
+    ns = lambda seconds_: f"{seconds_ * 1e9:,.0f} ns"      # noqa: E731
+    us = lambda seconds_: f"{seconds_ * 1e6:,.1f} µs"      # noqa: E731
     return [
         "## Projection: 10⁹ rows over 64 hosts (on paper)", "",
-        f"**Measured here** (warm 1-process KD fits on {n_big:,} and {n_small:,} rows; the slope "
-        "between the two sizes, so that what does not grow with the rows cancels), per row and "
-        f"per level of T0: growing T0 {per_row_level['tree'] * 1e9:.0f} ns, node statistics "
-        f"{per_row_level['statistics'] * 1e9:.0f} ns, fold statistics "
-        f"{per_row_level['folds'] * 1e9:.0f} ns. The λ grid took "
-        f"{seconds(warm_big, 'grid'):.1f} s on {warm_big['phases']['folds']['pseudo_points']:,} "
-        f"(leaf, class) pairs per fold and the weights {seconds(warm_big, 'weights'):.2f} s on "
-        f"{big['tree_slots']:,} slots. Collective payload of growing the {n_big:,}-row T0: "
-        f"{warm_big['phases']['tree']['bytes'] / 2 ** 20:.1f} MiB measured (padded) against "
-        f"{formula_bytes / 2 ** 20:.1f} MiB by the per-level formula below.", "",
+        f"**Measured here**, warm 1-process KD fits. Per row and level of T0 (depth "
+        f"{COST_DEPTH} on {cost_big['rows']:,} and {cost_small['rows']:,} rows: the same nodes, "
+        f"so the difference is the rows'): growing T0 {ns(per_row_level['tree'])}, node "
+        f"statistics {ns(per_row_level['statistics'])}, fold statistics "
+        f"{ns(per_row_level['folds'])}. Per split node (the default-depth fit on "
+        f"{big['rows']:,} rows, {splits:,} splits, less its rows' share): "
+        f"{us(per_split['tree'])}, {us(per_split['statistics'])}, {us(per_split['folds'])}. The "
+        f"λ grid took {seconds('big', 'grid'):.1f} s on {measured_pseudo:,} (leaf, class) pairs "
+        f"per fold, the weights {seconds('big', 'weights'):.2f} s on {big['tree_slots']:,} slots. "
+        f"Collective payload of that T0's growth: "
+        f"{warm['big']['phases']['tree']['bytes'] / 2 ** 20:.1f} MiB measured (arrays padded "
+        f"to powers of 4) against {formula_bytes / 2 ** 20:.1f} MiB by the per-level formula "
+        "below.", "",
         f"**Setting**: {TOTAL_ROWS:,} rows, 8 features, 2 classes, {HOSTS} hosts of "
-        f"{rows_here:,} rows, a KD T0 of depth {PROJECTED_DEPTH} (`max_depth={PROJECTED_DEPTH}`: "
-        f"{2 ** PROJECTED_DEPTH:,} leaves of ~{TOTAL_ROWS // 2 ** PROJECTED_DEPTH:,} rows; the "
-        "default depth ⌈log2 n⌉ = 30 needs 2³¹ slots, past the layout's limit), λ's tuned. "
-        f"Network assumed: {BANDWIDTH / 1e9:.0f} GB/s per host for all-reduce traffic (a ring "
-        f"moves ~2x the payload), {LATENCY * 1e3:.0f} ms per all-reduce of {HOSTS} hosts.", "",
+        f"{rows_here:,} rows, a KD T0 of depth {depth} (`max_depth={depth}`: "
+        f"{2 ** depth:,} leaves of ~{TOTAL_ROWS // 2 ** depth:,} rows; the default depth "
+        "⌈log2 n⌉ = 30 needs 2³¹ slots, past the layout's limit), λ's tuned. Network assumed: "
+        f"{BANDWIDTH / 1e9:.0f} GB/s per host for all-reduce traffic (a ring moves ~2x the "
+        f"payload), {LATENCY * 1e3:.0f} ms per all-reduce of {HOSTS} hosts.", "",
         "Per level with m nodes of which s split, each host reduces 8-byte values: m node "
         "counts, 2m class counts, a radix select of the 2 middle ranks of s nodes (8-bit digits "
         "in 4 rounds while 2s·256 ≤ 2¹⁶, then 4-bit in 8 rounds, then 2-bit in 16 rounds: 1024, "
         "128 or 64 counts per rank), and 2s extremes.", "",
         "| part | scales with | estimate |", "|---|---|---|",
-        f"| grow T0, local | rows per host × levels | {local['tree']:.0f} s |",
+        f"| grow T0, local | rows per host × levels; split nodes | {local['tree']:.0f} s |",
         f"| grow T0, collectives | nodes per level | {tree_bytes / 2 ** 30:.2f} GiB payload: "
         f"{wire:.2f} s on the wire + {collectives} all-reduces × {LATENCY * 1e3:.0f} ms = "
         f"{collectives * LATENCY:.1f} s |",
@@ -323,10 +340,10 @@ def projection(big, small) -> list[str]:
         "Not counted: reading the rows (0.5 GB of float32 per host), compilation (each host "
         "compiles the same programs once), and each host drawing the fold permutation of all "
         "10⁹ rows (`jaxtree.select.fold_masks`: 8 GB of int64 and ~10 s per host; a counter-based "
-        "draw per block would remove it). Growing T0 runs in NumPy on one core per host; it and "
-        "the statistics dominate. The radix histograms make a level's traffic grow with its "
-        "nodes, not its rows: at level 19, 2¹⁹ nodes × 2 ranks × 64 counts ≈ 0.5 GiB, less than "
-        "the level's 0.5 GB of rows per host but not by much; a deeper T0 would cross it."]
+        "draw per block would remove it). Growing T0 runs in NumPy on one core per host. The "
+        "radix histograms make a level's traffic grow with its nodes, not its rows: at level 19, "
+        "2¹⁹ nodes × 2 ranks × 64 counts × 8 bytes ≈ 0.5 GiB, as much as the level's rows per "
+        "host (0.5 GB); a deeper T0 would send more than its rows."]
 
 
 # ---------------------------------------------------------------------------------------------
