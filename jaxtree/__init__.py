@@ -30,8 +30,9 @@ from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_potentials,
                               pacbayes_theory_potentials, scores_from_paths, vote)
 from jaxtree.select import (batch_fit_scores, batch_paper_search, fold_masks, gradient_tune,
                             grid_errors, paper_search, prepare_folds, stack_problems, tune)
-from jaxtree.stats import NodeStats, node_stats
+from jaxtree.stats import NodeStats, node_stats, node_stats_from_chunks
 from jaxtree.tree import Tree, leaf_of, route
+from jaxtree import distributed, launch  # rows spread over JAX processes; a local launcher
 from sklearn.exceptions import NotFittedError  # what predict raises before fit
 
 __version__ = "0.1.0"

@@ -181,6 +181,23 @@ def test_without_the_runtime_a_clear_error():
         launch.initialize()
 
 
+def test_launcher_kills_what_outlives_a_failure_or_the_timeout():
+    """A process that fails gets its peers killed after the grace period; a run past the timeout
+    is killed whole (plain Python processes: the launcher does not need JAX)."""
+    sleeper = "import os, sys, time; time.sleep(60 if os.environ['JAXTREE_PROCESS_ID'] == '0' " \
+              "else 0); sys.exit(int(os.environ['JAXTREE_PROCESS_ID']))"
+    results = launch.launch([sys.executable, "-c", sleeper], 2, timeout=120, grace=0.5)
+    assert [r.returncode for r in results][1] == 1 and results[0].killed
+    assert not results[1].killed
+    results = launch.launch([sys.executable, "-c", "import time; time.sleep(60)"], 2,
+                            timeout=0.5)
+    assert all(r.killed and r.returncode != 0 for r in results)
+    with pytest.raises(launch.LaunchError, match="killed by the launcher"):
+        launch.check(results)
+    with pytest.raises(ValueError, match="num_processes"):
+        launch.launch([sys.executable, "-c", "pass"], 0)
+
+
 def run_cluster(out_dir, *args):
     return launch.launch([sys.executable, str(ROOT / "tests" / "distributed_worker.py"),
                           str(out_dir), *args], num_processes=2, timeout=900, grace=30,
