@@ -51,6 +51,8 @@ LOCAL = LocalReducer()
 _HISTOGRAM_BUDGET = 2 ** 22
 # Histogram entries per round below which order_statistics keeps 8-bit digits.
 _ROUND_ENTRIES = 2 ** 16
+# Queries per segment from which digits may be counted by binary search in sorted keys.
+_MANY_QUERIES = 16
 _FOLDS = 3
 
 
@@ -121,17 +123,14 @@ def order_statistics(values: np.ndarray, segment: np.ndarray, rank: np.ndarray, 
     columns = values.shape[1]
     keys = float_keys(values)
     segment = np.asarray(segment, np.int64)
-    by_segment = np.argsort(segment, kind="stable")
-    sorted_segment = segment[by_segment]
-    bounds = np.searchsorted(sorted_segment, np.arange(num_segments + 1))
     per_segment = num_queries << radix_bits
     segment_block = max(1, _HISTOGRAM_BUDGET // per_segment)
     column_block = max(1, _HISTOGRAM_BUDGET // (min(num_segments, segment_block) * per_segment))
     found = np.zeros((num_segments, columns, num_queries), keys.dtype)
     for s0 in range(0, num_segments, segment_block):
         s1 = min(num_segments, s0 + segment_block)
-        rows = by_segment[bounds[s0]:bounds[s1]]
-        local_segment = sorted_segment[bounds[s0]:bounds[s1]] - s0
+        rows = np.flatnonzero((segment >= s0) & (segment < s1))
+        local_segment = segment[rows] - s0
         for c0 in range(0, columns, column_block):
             c1 = min(columns, c0 + column_block)
             found[s0:s1, c0:c1] = _radix_select(keys[rows, c0:c1], local_segment,
@@ -146,10 +145,12 @@ def _radix_select(keys, segment, rank, reducer, radix_bits):
     width = 8 * keys.dtype.itemsize
     digits = 1 << radix_bits
     key_type = keys.dtype.type
-    # counting digits by masks costs ~p·Q per round, by binary search in sorted keys
-    # ~S·Q·2^bits·log p: the latter wins for few, large segments (bin edges of whole columns)
+    # counting digits by masks costs about one pass over the rows per query (all rounds), by
+    # binary search in sorted keys a sort (~log p passes) and ~S·Q·2^bits·log p per round: the
+    # latter wins for many queries on few, large segments (bin edges of whole columns)
     p = max(len(segment), 1)
-    sorted_search = num_segments * (digits + 1) * np.log2(p + 1) < p
+    sorted_search = (num_queries >= _MANY_QUERIES
+                     and num_segments * (digits + 1) * np.log2(p + 1) < p)
     count = (_SortedDigitCounts if sorted_search else _MaskedDigitCounts)(keys, segment,
                                                                          num_segments)
     prefix = np.zeros((num_segments, keys.shape[1], num_queries), keys.dtype)
@@ -165,26 +166,34 @@ def _radix_select(keys, segment, rank, reducer, radix_bits):
 
 
 class _MaskedDigitCounts:
-    """Digit histograms by testing every row against every query's prefix."""
+    """Digit histograms by testing rows against each query's prefix. Each query keeps the rows
+    that matched its prefix so far and tests only those in the next round: after a round of
+    2^bits digits about one row in 2^bits is left, so all rounds together cost about one pass
+    over the rows per query."""
 
     def __init__(self, keys, segment, num_segments):
-        self.keys, self.segment = keys, segment
+        self.keys = keys.ravel()                                          # [p·C], row-major
+        columns = keys.shape[1]
+        # histogram slot of each (row, column) element, without the query and digit parts
+        self.base = (segment[:, None] * columns + np.arange(columns)).ravel()
+        self.alive = None                       # per query: elements still matching its prefix
 
     def __call__(self, prefix, shift, radix_bits, width):
-        keys, segment = self.keys, self.segment
         num_segments, columns, num_queries = prefix.shape
         digits = 1 << radix_bits
-        key_type = keys.dtype.type
-        digit = ((keys >> key_type(shift)) & key_type(digits - 1)).astype(np.int64)
-        # histogram slot of (segment, column, query, digit), without the query and digit parts
-        base = (segment[:, None] * columns + np.arange(columns)) * num_queries      # [p, C]
-        # rows whose higher digits match the query's so far (all rows in the first round)
-        high = keys >> key_type(shift + radix_bits) if shift + radix_bits < width else None
+        key_type = self.keys.dtype.type
+        top = shift + radix_bits
+        if self.alive is None:
+            self.alive = [np.arange(self.keys.size)] * num_queries
+        elif top < width:                       # keep the elements whose digits so far match
+            flat_prefix = prefix.reshape(-1, num_queries)
+            self.alive = [alive[(self.keys[alive] >> key_type(top))
+                                == flat_prefix[self.base[alive], query]]
+                          for query, alive in enumerate(self.alive)]
         hist = np.zeros(num_segments * columns * num_queries * digits, np.int64)
-        for query in range(num_queries):
-            match = (np.ones(keys.shape, bool) if high is None
-                     else high == prefix[segment[:, None], np.arange(columns), query])
-            slot = (base[match] + query) * digits + digit[match]
+        for query, alive in enumerate(self.alive):
+            digit = ((self.keys[alive] >> key_type(shift)) & key_type(digits - 1))
+            slot = (self.base[alive] * num_queries + query) * digits + digit.astype(np.int64)
             hist += np.bincount(slot, minlength=hist.size)
         return hist.reshape(prefix.shape + (digits,))
 
