@@ -277,18 +277,6 @@ class SizeTable(NamedTuple):
     largest: Array
 
 
-class _LevelTables(NamedTuple):
-    """The state of the knapsack's pass: one level's tables, packed in one row of ``B``
-    entries (``errors``, ``holdout`` ``[B]``), each node's ``(start, largest)`` ``[level nodes]``,
-    and whether a level so far needed more than ``B`` entries (``overflow``, a scalar)."""
-
-    errors: Array
-    holdout: Array
-    start: Array
-    largest: Array
-    overflow: Array
-
-
 def min_error_per_size(errors: Array, nonempty: Array, internal: Array, max_size: int,
                        holdout_err: Optional[Array] = None, layout=None) -> SizeTable:
     """For every size s, the pruning with s non-empty leaves and the fewest errors (seed 001,
@@ -297,8 +285,9 @@ def min_error_per_size(errors: Array, nonempty: Array, internal: Array, max_size
 
     One bottom-up pass over the levels (the layout's ``fold_up_levels``: a ``lax.scan`` on the
     compact layout, so compile time does not grow with depth). A node's table holds the sizes
-    ``0 … s_v``, ``s_v`` its non-empty T0 leaves (at most S); the tables of one level are packed
-    end to end in one row of ``B = S + 1 + W`` entries (W: the widest level). They fit because
+    ``0 … s_v``, ``s_v`` its non-empty T0 leaves (at most S, counted by ``layout.up``); the
+    tables of one level are packed end to end in one row of ``B = S + 1 + W`` entries (W: the
+    widest level), their places computed for all levels at once before the pass. They fit because
     the subtrees of a level are disjoint, so their sizes add up to at most the number of non-empty
     leaves of T0: memory is ``O(levels·(S + W))``, where one table of S+1 sizes per slot would
     take ``O(levels·W·S)``. Children are combined by a min-plus convolution over the sizes of the
@@ -344,58 +333,70 @@ def _min_error_per_size(errors, nonempty, internal, member, holdout_err, layout,
     leaf_size = (member & jnp.asarray(nonempty, bool)).astype(jnp.int32)
     if holdout_err is None:
         holdout_err = jnp.zeros_like(errors)
-    step = functools.partial(_knapsack_level, max_size=max_size,
-                             row=max_size + 1 + layout.width)
-    top, (start, largest), left_size = layout.fold_up_levels(
-        step, (errors, holdout_err, leaf_size, split))
+    # a node's largest size: its non-empty leaves (at least its own size as a leaf, for flags
+    # that are not node statistics), capped at S
+    largest = jnp.minimum(layout.up(leaf_size, jnp.zeros_like(leaf_size), split, jnp.maximum),
+                          max_size)
+    row = max_size + 1 + layout.width
+    start, owner, overflow = _packed_rows(largest, layout, row)
+    left = jnp.minimum(jnp.asarray(layout.left_child()), layout.num_nodes - 2)
+    children = (start[left], largest[left], start[left + 1], largest[left + 1])
+    top, _, left_size = layout.fold_up_levels(
+        functools.partial(_knapsack_level, row=row),
+        (errors, holdout_err, start, largest, leaf_size, split) + children, owner)
     # the root is the first node of its level: its table is the row's first entries
     sizes = jnp.arange(max_size + 1)
-    curve = jnp.where(sizes <= top.largest[0], top.errors[:max_size + 1], jnp.inf)
-    curve = jnp.where(top.overflow, jnp.nan, curve)
-    holdout = jnp.where(jnp.isfinite(curve), top.holdout[:max_size + 1], jnp.inf)
+    top_errors, top_holdout = (t[:max_size + 1] for t in top)
+    curve = jnp.where(sizes <= largest[0], top_errors, jnp.inf)
+    curve = jnp.where(overflow, jnp.nan, curve)
+    holdout = jnp.where(jnp.isfinite(curve), top_holdout, jnp.inf)
     return SizeTable(curve, holdout, left_size, start, largest)
 
 
-def _knapsack_level(x, _, below: Optional[_LevelTables], children, *, max_size: int, row: int):
-    """One level of :func:`min_error_per_size` (a ``fold_up_levels`` step): the level's packed
-    tables from its nodes' ``x = (errors, holdout, leaf_size, split)`` and the level below.
-    Returns ``(tables, (start, largest) per node, left_size [row])``."""
-    errors, holdout, leaf_size, split = x
-    m = leaf_size.shape[0]
-    if below is None:   # the deepest level: nothing is split
-        zeros = jnp.zeros(m, jnp.int32)
-        (start_l, largest_l), (start_r, largest_r) = (zeros, zeros), (zeros, zeros)
-    else:
-        (start_l, largest_l), (start_r, largest_r) = children((below.start, below.largest))
-    # a node's largest size: its children's sum where split (at least its own size as a leaf,
-    # for flags that are not node statistics), capped at S
-    largest = jnp.minimum(jnp.where(split, jnp.maximum(largest_l + largest_r, leaf_size),
-                                    leaf_size), max_size)
+def _packed_rows(largest: Array, layout, row: int):
+    """Where each node's table sits in its level's row of ``row`` entries (sizes ``0 …
+    largest``, one level's tables end to end).
+
+    Returns ``(start [nodes], owner [levels, row], overflow)``: the entry where each node's
+    table begins, the level position of the node that holds each entry (entries past the
+    level's tables: its last node, beyond that node's sizes), and whether some level needs more
+    than ``row`` entries. Levels occupy consecutive slots, root level first, in both layouts."""
+    depth = np.asarray(layout.node_depth())
+    first = np.searchsorted(depth, np.arange(layout.num_levels + 1))   # each level's first slot
     end = jnp.cumsum(largest + 1)
-    start = end - (largest + 1)
-    # each entry of the row: the node whose table holds it, that node's fields, and the size the
-    # entry stands for
-    entries = jnp.arange(row, dtype=jnp.int32)
-    node = jnp.minimum(jnp.searchsorted(end, entries, side="right"), m - 1).astype(jnp.int32)
+    before = jnp.concatenate([jnp.zeros(1, end.dtype), end])[first[:-1]]  # entries above a level
+    start = end - (largest + 1) - before[depth]
+    overflow = jnp.any(end[first[1:] - 1] - before > row)
+    # an entry's owner is the last node of its level that starts at or before it
+    position = jnp.asarray(np.arange(layout.num_nodes) - first[depth], jnp.int32)
+    marks = jnp.zeros((layout.num_levels, row), jnp.int32).at[depth, start].max(position,
+                                                                               mode="drop")
+    return start, jax.lax.cummax(marks, axis=1), overflow
+
+
+def _knapsack_level(x, owner, below, _, *, row: int):
+    """One level of :func:`min_error_per_size` (a ``fold_up_levels`` step): the level's row of
+    packed tables ``(errors [row], holdout [row])`` from its nodes' ``x`` (errors, hold-out
+    errors, start, largest, size as a leaf, split, and the children's start and largest),
+    ``owner [row]`` (:func:`_packed_rows`) and the row of the level below. Returns
+    ``(row, None, left_size [row])``."""
+    errors, holdout, *fields = x
     own_start, own_largest, own_leaf_size, own_split, *children_at_entry = (
-        jnp.stack([start, largest, leaf_size, split.astype(jnp.int32), start_l, largest_l,
-                   start_r, largest_r], axis=1)[node].T)
-    own_errors, own_holdout = jnp.stack([errors, holdout], axis=1)[node].T
-    size = entries - own_start
+        jnp.stack([f.astype(jnp.int32) for f in fields], axis=1)[owner].T)
+    own_errors, own_holdout = jnp.stack([errors, holdout], axis=1)[owner].T
+    size = jnp.arange(row, dtype=jnp.int32) - own_start
     in_table = size <= own_largest
     leaf = jnp.where(in_table & (size == own_leaf_size), own_errors, jnp.inf)
-    tables = _LevelTables(leaf, own_holdout, start, largest, end[-1] > row)
     no_choice = jnp.full(row, -1, jnp.int32)
-    if below is None:
-        return tables, (start, largest), no_choice
+    if below is None:   # the deepest level: nothing is split
+        return (leaf, own_holdout), None, no_choice
     entry_split = (own_split > 0) & in_table
     start_l, largest_l, start_r, largest_r = children_at_entry
     best, best_holdout, left = _min_plus_children(
-        below.errors, below.holdout, size, entry_split, (start_l, largest_l), (start_r, largest_r))
+        *below, size, entry_split, (start_l, largest_l), (start_r, largest_r))
     stop = ~entry_split | (leaf <= best)
-    tables = _LevelTables(jnp.where(stop, leaf, best), jnp.where(stop, own_holdout, best_holdout),
-                          start, largest, tables.overflow | below.overflow)
-    return tables, (start, largest), jnp.where(stop, no_choice, left)
+    return ((jnp.where(stop, leaf, best), jnp.where(stop, own_holdout, best_holdout)), None,
+            jnp.where(stop, no_choice, left))
 
 
 def _min_plus_children(errors, holdout, size, split, left, right):
