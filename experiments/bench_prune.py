@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import os
 import pathlib
 import platform
 import subprocess
@@ -129,11 +130,14 @@ def main(argv=None):
         print(json.dumps(one_fit(args.one)))
         return
     from experiments.bench_deep import markdown
+    load_before = os.getloadavg()[0]
     sections = [("Cold fit on spam's dyadic T0 (fresh process each)", cold_fits(args.repeats)),
                 ("Knapsack against depth (compact layout, one W)", knapsack_depths())]
     text = [f"# Pruning methods on a deep T0\n\nCommand: `python -m experiments.bench_prune "
             f"--repeats {args.repeats}`; {platform.machine()}, {platform.python_version()}, "
-            "2 cores (possibly shared).\n"]
+            f"{os.cpu_count()} cores, load average {load_before:.1f} before and "
+            f"{os.getloadavg()[0]:.1f} after (other processes share the cores: wall times "
+            "stretch with the load, CPU times much less).\n"]
     for title, (header, rows) in sections:
         table = markdown(header, rows)
         print(f"\n## {title}\n\n{table}")
