@@ -25,12 +25,14 @@ import numpy as np
 
 from jaxtree.tree import Tree, route
 from jaxtree.validation import (check_num_classes, check_points, check_sample_labels,
-                                check_sample_weight)
+                                check_sample_weight, is_traced)
 
 Array = jax.Array
 
 #: Rows per chunk of a memory-mapped sample when no ``chunk_size`` is given.
 DEFAULT_CHUNK_ROWS = 2 ** 16
+#: Rows whose counts a float of this many bytes accumulates exactly, one at a time.
+EXACT_ROWS = {4: 2 ** 24, 8: 2 ** 53}
 _MIN_CHUNK_ROWS = 1024
 
 
@@ -79,7 +81,9 @@ def node_stats(tree: Tree, X: Array, y: Array, num_classes: int,
       num_classes: L (static).
       sample_weight: optional ``[n]`` weights (e.g. a 0/1 fold mask); default all ones.
       chunk_size: count ``chunk_size`` rows at a time (bounded device memory; module docstring);
-        default: all rows at once, or :data:`DEFAULT_CHUNK_ROWS` for a ``numpy.memmap``.
+        default: all rows at once, or :data:`DEFAULT_CHUNK_ROWS` for a ``numpy.memmap`` and for
+        more rows than the float dtype counts exactly one by one (2^24 in float32: a float32
+        sum of ones stops growing at 2^24; the chunks' counts are added in float64).
 
     Returns:
       :class:`NodeStats` with ``counts [nodes, L]`` and ``label [nodes]``.
@@ -91,7 +95,9 @@ def node_stats(tree: Tree, X: Array, y: Array, num_classes: int,
         ``sample_weight``, negative weights.
     """
     _check_sample(tree, X, y, num_classes, sample_weight)
-    if chunk_size is None and isinstance(X, np.memmap):
+    if chunk_size is None and (isinstance(X, np.memmap) or (
+            not any(map(is_traced, (X, y, sample_weight)))
+            and np.shape(X)[0] > EXACT_ROWS[np.dtype(tree.threshold.dtype).itemsize])):
         chunk_size = DEFAULT_CHUNK_ROWS
     if chunk_size is None:
         return _node_stats(tree, X, y, num_classes, sample_weight)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 import jaxtree
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.layout import CompleteLayout
+from jaxtree import stats as stats_module
 from jaxtree.stats import (count_chunks, node_labels, node_stats, node_stats_from_chunks,
                            row_chunks)
 from jaxtree.tree import tree_from_numpy
@@ -190,3 +191,24 @@ def test_count_chunks_at_leaves_and_under_several_weightings():
         next(row_chunks(0, X))
     with pytest.raises(ValueError, match="no rows"):
         node_stats_from_chunks(tree, [], 3)
+
+
+def test_more_rows_than_float32_counts_one_by_one_are_counted_in_chunks(monkeypatch):
+    """Past 2^24 rows a float32 sum of ones stops growing: node_stats then counts in chunks
+    added in float64 (here the limit is lowered to 50 rows; the slow test below crosses 2^24)."""
+    X, y = data(7, n=120)
+    tree = kd_tree(X, max_depth=4, y=y, layout="complete")
+    reference = reference_stats(tree, X, y, 3)
+    monkeypatch.setitem(stats_module.EXACT_ROWS, 4, 50)
+    monkeypatch.setitem(stats_module.EXACT_ROWS, 8, 50)
+    monkeypatch.setattr(stats_module, "DEFAULT_CHUNK_ROWS", 32)
+    assert_stats_equal(node_stats(tree, X, y, 3), *reference)
+
+
+@pytest.mark.slow
+def test_root_count_past_two_to_the_24():
+    n = 2 ** 24 + 5
+    X = np.zeros((n, 1), np.float32)
+    tree = kd_tree(np.array([[0.0], [1.0]]), max_depth=1, layout="complete")
+    stats = node_stats(tree, X, np.zeros(n, np.int32), 1)
+    assert float(stats.counts[0, 0]) == float(np.float32(n))     # not 2^24
