@@ -14,8 +14,10 @@ and scikit-learn-style estimators over it (:class:`PACBayesTreeClassifier`).
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.cart import cart_tree
 from jaxtree.compact import CompactLayout
-from jaxtree.engine import (best_pruning, best_pruning_and_cost, log_partition,
-                            subtree_log_weights, tree_membership)
+from jaxtree.engine import (PruningProcess, best_pruning, best_pruning_and_cost, child_values,
+                            local_offsets, log_partition, log_weights_from_offsets,
+                            pruning_process, pruning_process_from_offsets, subtree_log_weights,
+                            tree_membership)
 from jaxtree.estimators import ObliqueTreeClassifier, PACBayesTreeClassifier
 from jaxtree.estimators import HSVoteClassifier, PrunedTreeClassifier
 from jaxtree.hsvote import hs_log_weights, hs_node_estimates, hs_potentials, hs_vote
