@@ -4,11 +4,12 @@ The functional core (pure functions on arrays and pytrees; jit / vmap / grad fri
 
     tree  = jaxtree.kd_tree(X, max_depth=12, y=y)                 # or dyadic_tree
     stats = jaxtree.node_stats(tree, X, y, num_classes)            # counts [nodes, L]
-    phi   = jaxtree.pacbayes_potentials(stats, lam1, lam2)         # [nodes]
-    log_w = jaxtree.subtree_log_weights(phi, tree.internal, layout=tree.layout)
+    log_w = jaxtree.pacbayes_log_weights(tree, stats, lam1, lam2)  # [nodes]
     proba = jaxtree.vote(tree, stats.label, log_w, X_test, num_classes)
 
-and scikit-learn-style estimators over it (:class:`PACBayesTreeClassifier`).
+and scikit-learn-style estimators over it (:class:`PACBayesTreeClassifier`). Any other potentials
+go through ``jaxtree.subtree_log_weights(phi, tree.internal, layout=tree.layout)``;
+``jaxtree.pruning_process`` gives the same distribution as a branching process.
 """
 
 from jaxtree.build import dyadic_tree, kd_tree
@@ -28,7 +29,8 @@ from jaxtree.prune import (c1_leaf_cost, holdout_errors, km_pruning, local_test_
 from jaxtree.oblique import (fat, margin_bound, node_margins, oblique_tree, tree_margin_bound,
                              twoing)
 from jaxtree.persist import load
-from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_potentials,
+from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_offsets, pacbayes_potentials,
+                              pacbayes_theory_log_weights, pacbayes_theory_offsets,
                               pacbayes_theory_potentials, scores_from_paths, vote)
 from jaxtree.select import (batch_fit_scores, batch_paper_search, fold_masks, gradient_tune,
                             grid_errors, paper_search, prepare_folds, stack_problems, tune)

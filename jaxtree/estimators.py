@@ -36,11 +36,10 @@ from jaxtree import select
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.cart import cart_tree
 from jaxtree.oblique import margin_bound, node_margins, oblique_tree
-from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_potentials,
-                              pacbayes_theory_potentials, vote)
+from jaxtree.pacbayes import pacbayes_log_weights, pacbayes_theory_log_weights, vote
 from jaxtree.tree import scale_points
 from jaxtree import hsvote, prune
-from jaxtree.engine import best_pruning, subtree_log_weights
+from jaxtree.engine import best_pruning
 from jaxtree.stats import node_stats
 from jaxtree.validation import float_dtype
 
@@ -300,14 +299,13 @@ class PACBayesTreeClassifier(TreeClassifierBase):
             raise ValueError(f"lam1 and lam2 must be > 0 (or None with tune='auto' to select "
                              f"them); got {lam1}, {lam2}")
         if self.potentials == "practical":
-            phi = pacbayes_potentials(stats, lam1, lam2)
+            log_w = pacbayes_log_weights(self.tree_, stats, lam1, lam2)
         elif self.potentials == "theory":
-            phi = pacbayes_theory_potentials(self.tree_, stats, lam1, self.delta)
+            log_w = pacbayes_theory_log_weights(self.tree_, stats, lam1, self.delta)
         else:
             raise ValueError(f"potentials must be 'practical' or 'theory'; "
                              f"got {self.potentials!r}")
-        self.node_log_weights_ = subtree_log_weights(phi, self.tree_.internal,
-                                                     layout=self.tree_.layout)
+        self.node_log_weights_ = log_w
 
     def _scores(self, X):
         return vote(self.tree_, self.stats_.label, self.node_log_weights_, X,

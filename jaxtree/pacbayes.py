@@ -4,9 +4,16 @@ Functional path (all pure and jittable; ``vmap`` over ``lam1``/``lam2`` for a gr
 
     tree  = jaxtree.kd_tree(X, max_depth=12, y=y)
     stats = jaxtree.node_stats(tree, X, y, num_classes)
-    phi   = jaxtree.pacbayes_potentials(stats, lam1, lam2)
-    log_w = jaxtree.subtree_log_weights(phi, tree.internal, layout=tree.layout)
+    log_w = jaxtree.pacbayes_log_weights(tree, stats, lam1, lam2)
     proba = jaxtree.vote(tree, stats.label, log_w, X_test, num_classes)  # [n_test, L]
+
+The weights come from the local offsets of the potentials (:mod:`jaxtree.engine`), formed here
+from the counts: ``δ(A) = φ(A_L) + φ(A_R) − φ(A)`` is
+``−λ1·(E_L + E_R − E_A) − λ2·(√N_L + √N_R − √N_A) − (1[N_L>0] + 1[N_R>0] − 1[N_A>0])``, whose
+error difference is an exact integer, rather than the difference of potentials of size
+``λ1·E_A`` (≈ 3e7 at the root for 10⁶ noisy points at λ1 = 64, where float32 rounds at 2).
+``pacbayes_potentials`` + :func:`jaxtree.subtree_log_weights` give the same weights up to that
+rounding.
 """
 
 from __future__ import annotations
@@ -16,7 +23,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from jaxtree.engine import subtree_log_weights, tree_membership
+from jaxtree.engine import child_values, log_weights_from_offsets, tree_membership
 from jaxtree.stats import NodeStats
 from jaxtree.tree import Tree, check_node_arrays, route
 from jaxtree.validation import check_num_classes, check_points
@@ -47,11 +54,79 @@ def pacbayes_theory_potentials(tree: Tree, stats: NodeStats, lam, delta=0.05) ->
     """
     n = stats.num_samples
     total = stats.total
-    size = tree_membership(tree.internal, tree.layout).sum()
     p_hat = total / n
-    penalty = lam * n * jnp.sqrt(2 * p_hat * jnp.log(size / delta) / n)
+    penalty = lam * n * jnp.sqrt(2 * p_hat * _theory_log_term(tree, delta) / n)
     phi = -lam * stats.errors - penalty - 3.0 * tree.depth
     return jnp.where(total > 0, phi, 0.0)
+
+
+def pacbayes_offsets(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
+    """``[nodes]`` local offsets ``δ(A) = φ(A_L) + φ(A_R) − φ(A)`` of :func:`pacbayes_potentials`
+    from the counts (0 where T0 does not split A): the input of
+    :func:`jaxtree.log_weights_from_offsets` and :func:`jaxtree.pruning_process_from_offsets`.
+
+    ``E_L + E_R − E_A`` is formed from the error counts (an exact integer for integer counts
+    below 2**24 in float32) and ``√N_L + √N_R − √N_A`` without cancellation, so δ carries a few
+    roundings of its own size, not of ``λ1·E_A``."""
+    return _count_offsets(tree, stats, lam1, lam2, 1.0)
+
+
+def pacbayes_theory_offsets(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Array:
+    """``[nodes]`` local offsets of :func:`pacbayes_theory_potentials`, from the counts as in
+    :func:`pacbayes_offsets` (its penalty is ``λ·sqrt(2·log(|T0|/δ))·√N_A``)."""
+    return _count_offsets(tree, stats, *_theory_coefficients(tree, lam, delta))
+
+
+def pacbayes_log_weights(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
+    """``[nodes]`` log node weights of the PAC-Bayes posterior with the practical potentials
+    (from :func:`pacbayes_offsets`)."""
+    return _weights_from_counts(tree, stats, lam1, lam2, 1.0)
+
+
+def pacbayes_theory_log_weights(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Array:
+    """``[nodes]`` log node weights with the theory potentials (from
+    :func:`pacbayes_theory_offsets`)."""
+    return _weights_from_counts(tree, stats, *_theory_coefficients(tree, lam, delta))
+
+
+def _theory_log_term(tree: Tree, delta):
+    """``log(|T0| / δ)``."""
+    return jnp.log(tree_membership(tree.internal, tree.layout).sum() / delta)
+
+
+def _theory_coefficients(tree: Tree, lam, delta):
+    """The theory potentials as ``−a·E_A − b·√N_A − c·1[N_A > 0]``: ``(a, b, c)``
+    (``λ·n·sqrt(2·(N/n)·L/n) = λ·sqrt(2·L)·√N``)."""
+    return lam, lam * jnp.sqrt(2 * _theory_log_term(tree, delta)), 3.0 * tree.depth
+
+
+@jax.jit
+def _count_offsets(tree: Tree, stats: NodeStats, error_weight, root_weight, nonempty_weight):
+    """``δ`` of ``φ = −error_weight·E − root_weight·√N − nonempty_weight·1[N > 0]``."""
+    errors, total = stats.errors, stats.total
+    (errors_l, total_l), (errors_r, total_r) = child_values((errors, total), tree.layout)
+    error_change = (errors_l + errors_r) - errors
+    nonempty_change = ((total_l > 0).astype(errors.dtype) + (total_r > 0).astype(errors.dtype)
+                       - (total > 0).astype(errors.dtype))
+    offset = (-error_weight * error_change - root_weight * _root_gain(total_l, total_r, total)
+              - nonempty_weight * nonempty_change)
+    return jnp.where(tree.internal, offset, 0)
+
+
+@jax.jit
+def _weights_from_counts(tree, stats, error_weight, root_weight, nonempty_weight):
+    """Log weights from :func:`_count_offsets`, as one program."""
+    offset = _count_offsets(tree, stats, error_weight, root_weight, nonempty_weight)
+    return log_weights_from_offsets(offset, tree.internal, tree.layout)
+
+
+def _root_gain(left, right, parent):
+    """``√L + √R − √P`` as ``(L + R − P + 2·√L·√R) / (√L + √R + √P)`` (0 when all three are 0):
+    no difference of two square roots of size ``√P`` (``L + R − P`` is 0 for counts of a split)."""
+    root_l, root_r, root_p = jnp.sqrt(left), jnp.sqrt(right), jnp.sqrt(parent)
+    denominator = root_l + root_r + root_p
+    numerator = (left + right - parent) + 2 * root_l * root_r
+    return jnp.where(denominator > 0, numerator / jnp.where(denominator > 0, denominator, 1), 0)
 
 
 def vote(tree: Tree, label: Array, log_weights: Array, X: Array, num_classes: int) -> Array:
@@ -88,10 +163,3 @@ def scores_from_paths(path: Array, on_path: Array, label: Array, log_weights: Ar
     weight = jnp.where(on_path, jnp.exp(log_weights[path]), 0.0)
     votes = jax.nn.one_hot(label[path], num_classes, dtype=weight.dtype)
     return jnp.einsum("nk,nkl->nl", weight, votes)
-
-
-def pacbayes_log_weights(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
-    """``[nodes]`` log node weights of the PAC-Bayes posterior with the practical potentials."""
-    phi = pacbayes_potentials(stats, lam1, lam2)
-    return subtree_log_weights(phi, tree.internal, layout=tree.layout)
-

@@ -28,8 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
-from jaxtree.engine import subtree_log_weights
-from jaxtree.pacbayes import pacbayes_potentials
+from jaxtree.pacbayes import pacbayes_log_weights
 from jaxtree.stats import NodeStats, node_labels, stats_from_paths
 from jaxtree.tree import Tree, route
 
@@ -112,8 +111,7 @@ def sharded_pacbayes_log_weights(tree: Tree, stats: NodeStats, lam1, lam2,
                                       jnp.atleast_1d(jnp.asarray(lam2, stats.counts.dtype)))
 
     def one(l1, l2):
-        phi = pacbayes_potentials(stats, l1, l2)
-        return subtree_log_weights(phi, tree.internal, layout=tree.layout)
+        return pacbayes_log_weights(tree, stats, l1, l2)
 
     return sharded_vmap(one, mesh)(lam1, lam2)
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 import jaxtree
 from jaxtree.build import dyadic_tree, kd_tree
-from jaxtree.engine import log_partition, subtree_log_weights, tree_membership
+from jaxtree.engine import subtree_log_weights, tree_membership
 from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_potentials,
                               pacbayes_theory_potentials, vote)
 from jaxtree.stats import node_stats
@@ -94,9 +94,12 @@ def test_vote_matches_enumeration(precision, builder):
     for lam1, lam2 in ((1.0, 1.0), (0.1, 0.3), (4.0, 0.05)):
         phi = pacbayes_potentials(stats, lam1, lam2)
         log_w = pacbayes_log_weights(tree, stats, lam1, lam2)
-        np.testing.assert_array_equal(
-            np.asarray(log_w), np.asarray(subtree_log_weights(phi, tree.internal,
-                                                              layout=tree.layout)))
+        # the counts path forms the local offsets from the counts, the potentials path from φ:
+        # the same weights up to the rounding of the offsets
+        np.testing.assert_allclose(
+            np.exp(np.asarray(log_w)),
+            np.exp(np.asarray(subtree_log_weights(phi, tree.internal, layout=tree.layout))),
+            atol=1e-6 if precision == jnp.float32 else 1e-14)
         scores = np.asarray(vote(tree, stats.label, log_w, X_test, 3))
         expected = reference_vote(tree, np.asarray(phi, np.float64), np.asarray(stats.label),
                                   X_test, 3)
@@ -116,16 +119,13 @@ def test_path_sum_on_real_trees(precision, name, builder, depth):
     tree = builder(X, max_depth=depth, y=y, split="spread", layout="complete")
     stats = node_stats(tree, X, jnp.asarray(y), num_classes)
     path, on_path = route(tree, X)
-    lams = jnp.asarray([[0.05, 0.05], [1.0, 1.0], [7.4, 2.0]], precision)
+    lams = jnp.asarray([[0.05, 0.05], [1.0, 1.0], [7.4, 2.0], [4096.0, 1.0]], precision)
     log_w = jax.vmap(lambda lam: pacbayes_log_weights(tree, stats, lam[0], lam[1]))(lams)
-    log_z = jax.vmap(lambda lam: log_partition(pacbayes_potentials(stats, lam[0], lam[1]),
-                                               tree.internal))(lams)
-    for row, scale in zip(np.asarray(log_w), np.abs(np.asarray(log_z))):
-        # log-space sums of size |log Z| carry rounding eps·|log Z| (measured, float32: 7e-4 at
-        # λ = 7.4 on 1500 wine points, depth 10, where |log Z| = 6381; NOTES pitfall 4)
-        atol = 1e-5 + 8 * np.finfo(precision).eps * scale
+    for row in np.asarray(log_w):
+        # a node's stop and split probabilities come from one log-odds: paths sum to 1 to the
+        # rounding of numbers of size 1, whatever the size of the potentials
         path_mass = np.where(np.asarray(on_path), np.exp(row)[np.asarray(path)], 0).sum(axis=1)
-        np.testing.assert_allclose(path_mass, 1.0, atol=atol)
+        np.testing.assert_allclose(path_mass, 1.0, atol=1e-5)
 
 
 def test_float32_vote_agrees_with_float64():
@@ -138,6 +138,77 @@ def test_float32_vote_agrees_with_float64():
             log_w = pacbayes_log_weights(tree, stats, 1.5, 0.5)
             results.append(np.asarray(vote(tree, stats.label, log_w, X, 3), np.float64))
     np.testing.assert_allclose(results[0], results[1], atol=1e-5)
+
+
+def test_offsets_from_counts_are_the_potentials_offsets():
+    """pacbayes_offsets (from the counts) equals the offsets of the potentials, practical and
+    theory, with empty cells in the tree (float64; the practical ones on the compact layout
+    too)."""
+    with jax.enable_x64(True):
+        X, y = data(5, n=80)
+        tree = dyadic_tree(X, max_depth=5, y=y, layout="complete")
+        stats = node_stats(tree, X[:50], jnp.asarray(y[:50]), 3)
+        assert (np.asarray(stats.total)[np.asarray(tree_membership(tree.internal,
+                                                                   tree.layout))] == 0).any()
+        pairs = [(jaxtree.pacbayes_offsets(tree, stats, 2.5, 0.7),
+                  pacbayes_potentials(stats, 2.5, 0.7)),
+                 (jaxtree.pacbayes_theory_offsets(tree, stats, 0.3, 0.1),
+                  pacbayes_theory_potentials(tree, stats, 0.3, 0.1))]
+        for offset, phi in pairs:
+            expected = jaxtree.local_offsets(phi, tree.internal, layout=tree.layout)
+            np.testing.assert_allclose(np.asarray(offset), np.asarray(expected), rtol=1e-12,
+                                       atol=1e-12)
+        np.testing.assert_allclose(
+            np.asarray(jaxtree.pacbayes_theory_log_weights(tree, stats, 0.3, 0.1)),
+            np.asarray(subtree_log_weights(pairs[1][1], tree.internal, layout=tree.layout)),
+            atol=1e-12)
+        compact = dyadic_tree(X, max_depth=5, y=y, layout="compact")
+        stats = node_stats(compact, X[:50], jnp.asarray(y[:50]), 3)
+        np.testing.assert_allclose(
+            np.asarray(jaxtree.pacbayes_offsets(compact, stats, 2.5, 0.7)),
+            np.asarray(jaxtree.local_offsets(pacbayes_potentials(stats, 2.5, 0.7),
+                                             compact.internal, layout=compact.layout)),
+            rtol=1e-12, atol=1e-12)
+
+
+def noisy_sample(n, seed=0, flip=0.3):
+    """``n`` points in [0, 1]^3 labelled by x0 + x1 > 1, a fraction ``flip`` of labels flipped."""
+    rng = np.random.default_rng(seed)
+    X = rng.random((n, 3)).astype(np.float32)
+    y = ((X[:, 0] + X[:, 1] > 1) ^ (rng.random(n) < flip)).astype(np.int32)
+    return X, y
+
+
+def weights_in_both_precisions(tree, stats, lam1, lam2):
+    """``(float32, float64)`` weights of one tree and one sample (the counts are integers: the
+    float64 statistics are the float32 ones, exactly)."""
+    w32 = np.exp(np.asarray(pacbayes_log_weights(tree, stats, lam1, lam2), np.float64))
+    with jax.enable_x64(True):
+        stats64 = jaxtree.NodeStats(jnp.asarray(np.asarray(stats.counts), jnp.float64),
+                                    stats.label)
+        w64 = np.exp(np.asarray(pacbayes_log_weights(tree, stats64, lam1, lam2)))
+    return w32, w64
+
+
+def test_float32_weights_agree_with_float64_at_huge_potentials():
+    """5,000 noisy points at λ1 = 4000: potentials of size ~6e6 at the root, yet the float32
+    weights (offsets formed from the counts) are the float64 ones within 1e-5."""
+    X, y = noisy_sample(5_000)
+    tree = kd_tree(X, max_depth=9, y=y, layout="complete")
+    stats = node_stats(tree, X, jnp.asarray(y), 2)
+    assert 4000 * float(stats.errors[0]) > 5e6
+    w32, w64 = weights_in_both_precisions(tree, stats, 4000.0, 1.0)
+    np.testing.assert_allclose(w32, w64, atol=1e-5)
+
+
+@pytest.mark.slow
+def test_float32_weights_agree_with_float64_on_a_million_points():
+    """10^6 noisy points, KD tree of depth 19, λ1 = 64 (λ1·E ≈ 2e7 at the root)."""
+    X, y = noisy_sample(1_000_000)
+    tree = kd_tree(X, max_depth=19, y=y, layout="complete")
+    stats = node_stats(tree, X, jnp.asarray(y), 2)
+    w32, w64 = weights_in_both_precisions(tree, stats, 64.0, 1.0)
+    np.testing.assert_allclose(w32, w64, atol=1e-5)
 
 
 def test_gradient_in_the_lambdas_is_finite_and_right():
