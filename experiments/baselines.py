@@ -1,9 +1,9 @@
-"""Test error of the pruning and voting baselines (SPEC §3) on spam and digit, KD and dyadic T0.
+"""Test error of the pruning and voting baselines (docs/theory/pruning.md) on spam and digit, KD and dyadic T0.
 
     python -m experiments.baselines [--datasets spam digit] [--repeats 1] [--kd-depth 12]
                                     [--dyadic-depth 14] [--out experiments/results/baselines.md]
 
-Protocol (SPEC §5, scaled down to run in minutes on 2 CPU cores): per repeat one random split,
+Protocol (docs/theory/protocol.md, scaled down to run in minutes on 2 CPU cores): per repeat one random split,
 2000 test points and the paper's training size; T0 is built on the training set with
 ``split="spread"`` (the coordinate of largest spread; cycling coordinates leaves the late
 features of spam/digit unused) at a moderate depth in the complete layout. Every method with a
@@ -11,7 +11,7 @@ parameter has it chosen by 2-fold CV on that T0 with :func:`jaxtree.select.paper
 grid 2^linspace(-8, 6, 10), then 10 linear values from half to twice the best; ties to the
 simpler model); all settings of a stage are one batched computation. The hold-out methods
 (reduced-error pruning, min-size with hold-out selection) grow T0 on 2/3 of the training set and
-prune/select on the other third, as seed 001 describes; they have no parameter to tune.
+prune/select on the other third, as reduced-error pruning prescribes; they have no parameter to tune.
 The PAC-Bayes tree (tuned the same way over its (λ1, λ2) product grid) is shown for reference.
 Ratios are to the C1 error on the same split, as in the paper's Table 2.
 """
@@ -102,7 +102,7 @@ def main(argv=None):
     parser.add_argument("--out", default=str(RESULTS / "baselines.md"))
     args = parser.parse_args(argv)
     lines = [
-        "# Pruning and voting baselines (SPEC §3)",
+        "# Pruning and voting baselines (docs/theory/pruning.md)",
         "",
         f"`python -m experiments.baselines {' '.join(argv)}`".replace(" `", "`"),
         "",

@@ -2,7 +2,7 @@
 
     python -m experiments.cart_vs_ccp [--dataset letter] [--splits 5] [--out PATH]
 
-Protocol (SPEC §5): per split, a random training set of the dataset's size and 2000 test points.
+Protocol (docs/theory/protocol.md): per split, a random training set of the dataset's size and 2000 test points.
 Ours: ``cart_tree`` grown to purity on the training set (Gini, ties between features broken by
 ``random_state=0``), the PAC-Bayes λ's by the paper's 2-fold protocol
 (:func:`jaxtree.select.paper_search`), the vote refitted on the training set. scikit-learn:

@@ -108,7 +108,7 @@ DATASETS = {
 
 #: Rows the experiments use (all rows unless listed): crowd keeps UCI's ``training.csv`` rows.
 EXPERIMENT_ROWS = {"crowd": 10545}
-#: Test points per experiment (SPEC §5).
+#: Test points per experiment (docs/theory/protocol.md).
 TEST_SIZE = 2000
 
 

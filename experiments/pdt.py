@@ -1,4 +1,4 @@
-"""Perceptron decision trees (seed 003): 10-fold CV accuracy of OC1 against FAT, MOC1, MOC2, an
+"""Perceptron decision trees (Bennett, Wu, Cristianini & Shawe-Taylor 2000): 10-fold CV accuracy of OC1 against FAT, MOC1, MOC2, an
 axis-parallel tree and the PAC-Bayes vote over the oblique T0, on UCI binary datasets.
 
     python -m experiments.pdt [--folds 10] [--subsample 1000] [--max-depth 4] [--quick]
@@ -117,7 +117,7 @@ def holdout_errors(tree, path, on_path, y, weight, held_out, lam1, lam2):
 def table(rows, command, runtime, settings, folds):
     from scipy.stats import ttest_rel
     lines = [
-        f"# Perceptron decision trees: {folds}-fold CV accuracy (seed 003)", "",
+        f"# Perceptron decision trees: {folds}-fold CV accuracy (Bennett, Wu, Cristianini & Shawe-Taylor 2000)", "",
         f"Command: `{command}`  ", f"Runtime: {runtime:.0f} s (2-core CPU shared with other jobs, "
         "so timings are loaded-machine figures)  ", f"Settings: {settings}", "",
         "Mean accuracy over the folds (± standard deviation). `FAT−OC1`: mean paired difference "

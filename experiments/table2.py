@@ -1,6 +1,6 @@
 """Reproduce the paper's Table 2 (Nguyen & Kpotufe 2018) on the seven UCI datasets.
 
-    python -m experiments.table2                   # the full protocol (SPEC §5)
+    python -m experiments.table2                   # the full protocol (docs/theory/protocol.md)
     python -m experiments.table2 --quick           # one run, reduced grid, smaller sets (minutes)
     python -m experiments.table2 --datasets spam digit --runs 2
     python -m experiments.table2 --split spread            # T0 on the widest-spread coordinate
@@ -9,7 +9,7 @@
 Outputs go to ``experiments/results/table2[_quick][_spread].{md,csv,json}`` (``--out`` renames),
 saved after every dataset so that an interrupted run leaves a labelled partial table.
 
-Protocol (SPEC §5), per dataset and run r = 0..runs-1: a random split (seed ``seed + r``) into
+Protocol (docs/theory/protocol.md), per dataset and run r = 0..runs-1: a random split (seed ``seed + r``) into
 2000 test points and a training set of the paper's size (:func:`experiments.datasets.train_size`);
 T0 built on the whole training set, once per partition:
 
@@ -64,7 +64,7 @@ from jaxtree.tree import route
 RESULTS = pathlib.Path(__file__).parent / "results"
 PARTITIONS = ("dyadic", "kd")
 
-#: The paper's Table 2: ratio of each method's test error to C1's (SPEC §5).
+#: The paper's Table 2: ratio of each method's test error to C1's (docs/theory/protocol.md).
 PAPER_TABLE2 = {
     "spam": {"dyadic": {"sn": 1.118, "pacbayes": 0.975, "hs": 1.224},
              "kd": {"sn": 1.048, "pacbayes": 1.020, "hs": 1.075}},
@@ -126,7 +126,7 @@ class Config:
 
 def full_config(datasets_=tuple(datasets.DATASETS), runs=5, seed=0, split="cycle",
                 methods=("c1",) + PAPER_METHODS) -> Config:
-    """The paper's protocol (SPEC §5)."""
+    """The paper's protocol (docs/theory/protocol.md)."""
     return Config(tuple(datasets_), runs, seed, tuple(methods), PARTITIONS,
                   tuple(float(v) for v in LOG_GRID), LINEAR_GRID_SIZE, None,
                   datasets.TEST_SIZE, split)

@@ -3,7 +3,7 @@
     python -m experiments.tuning [--seed 0] [--steps 60] [--out experiments/results/tuning.md]
 
 For each dataset, one random split (``--seed``): 2000 test points and the paper's training size
-(SPEC §5; crowd has 10545 rows, so 8545). T0: KD tree, widest-spread splits, default depth,
+(docs/theory/protocol.md; crowd has 10545 rows, so 8545). T0: KD tree, widest-spread splits, default depth,
 built on the training set. Both methods use the same 2-fold CV folds:
 
 * **grid**: the paper's protocol (:func:`jaxtree.select.paper_search`): 100 + 100 settings;

@@ -1,11 +1,11 @@
-"""Builders of the partition tree T0 (SPEC §1): KD and dyadic trees, grown level by level.
+"""Builders of the partition tree T0 (docs/theory/trees.md): KD and dyadic trees, grown level by level.
 
 A builder scales the features, grows the tree one level at a time with NumPy array operations
 (no loop over nodes or points), and packs the levels into a layout. Growing yields, per level,
 the nodes that exist (:class:`GrownLevel`); packing places them into slots. The builders run
 once per fit, outside jit: the shape of T0 depends on the data.
 
-Split rules (SPEC §1):
+Split rules (docs/theory/trees.md):
 * **KD**: features divided by their training standard deviation; a node at depth ℓ splits
   coordinate ``ℓ mod D`` (or, with ``split="spread"``, the coordinate in which its points have
   the widest interquartile range) at the median of its points; ``<= median`` goes left.
@@ -58,7 +58,7 @@ class GrownLevel:
 
 def kd_tree(X, max_depth: int, min_split: int = 2, y=None, split: str = "cycle",
             layout: str = "complete") -> Tree:
-    """KD tree T0 on ``X`` (SPEC §1).
+    """KD tree T0 on ``X`` (docs/theory/trees.md).
 
     Args:
       X: ``[n, D]`` training points.
@@ -90,7 +90,7 @@ def grow_kd(X, y, max_depth, min_split, split, layout, reducer=LOCAL) -> Tree:
 
 def dyadic_tree(X, max_depth: int, min_split: int = 2, y=None, split: str = "cycle",
                 layout: str = "complete") -> Tree:
-    """Dyadic tree T0 on ``X`` (SPEC §1): cells are dyadic boxes of ``[0, 1]^D``.
+    """Dyadic tree T0 on ``X`` (docs/theory/trees.md): cells are dyadic boxes of ``[0, 1]^D``.
 
     Arguments as :func:`kd_tree`. The tree min–max scales each feature with the training data
     and clips test points to ``[0, 1]``.

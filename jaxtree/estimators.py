@@ -227,7 +227,7 @@ class PACBayesTreeClassifier(TreeClassifierBase):
     """PAC-Bayes tree (Nguyen & Kpotufe 2018): the posterior-weighted vote over every pruning of T0.
 
     Args:
-      partition: ``"kd"`` or ``"dyadic"`` T0 (SPEC §1), or ``"cart"`` (a label-aware T0: greedy
+      partition: ``"kd"`` or ``"dyadic"`` T0 (docs/theory/trees.md), or ``"cart"`` (a label-aware T0: greedy
         Gini splits grown to purity, :func:`jaxtree.cart_tree`).
       max_depth: depth of T0; None for :func:`default_depth`.
       min_split: nodes with fewer training points are not split.
@@ -237,11 +237,10 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         ``"compact"`` (levels padded to the widest; for trees hundreds of levels deep).
       lam1, lam2: λ1 (weight of training errors) and λ2 (weight of the concentration term);
         None (default): selected by ``tune``.
-      potentials: ``"practical"`` (SPEC §2) or ``"theory"`` (Theorem 1; uses ``lam1`` as λ and
+      potentials: ``"practical"`` (docs/theory/pacbayes.md) or ``"theory"`` (Theorem 1; uses ``lam1`` as λ and
         ``delta``; not tunable: give ``lam1``).
       delta: confidence of the theory potentials.
-      tune: ``"auto"`` (default: the λ's left at None are chosen by the paper's protocol, SPEC
-        §5 — 2-fold CV over 2^linspace(-8, 6, 10) for each, then 10 linear values from half to
+      tune: ``"auto"`` (default: the λ's left at None are chosen by the paper's protocol, docs/theory/selection.md — 2-fold CV over 2^linspace(-8, 6, 10) for each, then 10 linear values from half to
         twice the best: 200 settings), ``"grid"``, ``"gradient"`` or None
         (:class:`TreeClassifierBase`). Ties go to smaller λ1, then larger λ2
         (:mod:`jaxtree.select`). Cost: T0 and the routing are shared; each setting costs one
@@ -316,13 +315,13 @@ PRUNING_METHODS = ("c1", "sn", "km", "optimistic", "rep", "min_size")
 
 
 class PrunedTreeClassifier(TreeClassifierBase):
-    """T0 pruned by one of the classic methods (SPEC §3; :mod:`jaxtree.prune`); predicts the label
+    """T0 pruned by one of the classic methods (docs/theory/pruning.md; :mod:`jaxtree.prune`); predicts the label
     of the pruning leaf that contains a point.
 
     Args:
       method: ``"c1"`` (cost-complexity, ``lam``), ``"sn"`` (Scott's SN penalty, ``lam``),
         ``"km"`` (Kearns–Mansour local test, ``c``, ``delta``, ``num_tests``), ``"optimistic"``
-        (seed 002's test, ``c``, ``delta``, ``resample``), ``"rep"`` (reduced-error pruning on a
+        (Nock 2002's test, ``c``, ``delta``, ``resample``), ``"rep"`` (reduced-error pruning on a
         hold-out part) or ``"min_size"`` (fewest training errors per size, size chosen by
         ``selection``).
       partition, max_depth, min_split, split: T0, as in :class:`PACBayesTreeClassifier`.
@@ -332,11 +331,11 @@ class PrunedTreeClassifier(TreeClassifierBase):
       selection: ``"srm"`` (R̂ + c·sqrt((s·log(4|H|) + log(1/δ))/n)) or ``"cv"`` (hold-out) for
         ``"min_size"``.
       holdout: fraction of the sample held out as S2 by ``"rep"`` and ``min_size``/``"cv"``
-        (T0 and its labels come from the rest, S1, as in seed 001). A third by default, a common
+        (T0 and its labels come from the rest, S1, as in reduced-error pruning). A third by default, a common
         choice; the seed leaves it open.
       num_tests: |H| for KM and SRM; None counts T0's distinct split tests
         (:func:`jaxtree.prune.log_num_tests_of`).
-      resample: optimistic pruning treats a sample smaller than 5000 as resampled to 5000 (seed 002).
+      resample: optimistic pruning treats a sample smaller than 5000 as resampled to 5000 (Nock 2002).
       random_state: seed of the S1/S2 split (and, with ``partition="cart"``, of the ties between
         features in the grown tree).
 
@@ -438,7 +437,7 @@ class PrunedTreeClassifier(TreeClassifierBase):
 
 
 class HSVoteClassifier(TreeClassifierBase):
-    """Helmbold–Schapire vote over every pruning of T0 (SPEC §3; :mod:`jaxtree.hsvote`); binary
+    """Helmbold–Schapire vote over every pruning of T0 (docs/theory/pruning.md; :mod:`jaxtree.hsvote`); binary
     labels only: declared through scikit-learn's tags (``classifier_tags.multi_class = False``),
     and more than two classes raise a ``ValueError``. A single class is fitted and predicted
     everywhere (``predict_proba`` is then ``[n, 1]`` of ones).
@@ -500,7 +499,7 @@ class HSVoteClassifier(TreeClassifierBase):
 
 
 class ObliqueTreeClassifier(TreeClassifierBase):
-    """Perceptron (oblique) decision tree (SPEC §4; Bennett, Wu, Cristianini & Shawe-Taylor).
+    """Perceptron (oblique) decision tree (docs/theory/oblique.md; Bennett, Wu, Cristianini & Shawe-Taylor).
 
     Args:
       method: ``"oc1"``, ``"fat"`` (OC1 then max-margin hyperplanes), ``"moc1"`` (twoing +
@@ -511,7 +510,7 @@ class ObliqueTreeClassifier(TreeClassifierBase):
       margin_weight: C of MOC1. band: MOC2's band half-width (standardized units).
       fat_steps: iterations of FAT's max-margin solver.
       vote: ``"leaf"`` (the T0-leaf's majority label) or ``"pacbayes"`` (the PAC-Bayes vote over
-        every pruning of the oblique T0 with ``lam1``, ``lam2``; SPEC §2).
+        every pruning of the oblique T0 with ``lam1``, ``lam2``; docs/theory/pacbayes.md).
       random_state: seed of the split search.
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_`` (a :class:`jaxtree.Tree` with

@@ -1,9 +1,9 @@
-"""Helmbold–Schapire vote over all prunings (Helmbold & Schapire 1997; SPEC §3), binary labels.
+"""Helmbold–Schapire vote over all prunings (Helmbold & Schapire 1997; docs/theory/pruning.md), binary labels.
 
 Each node A predicts the Krichevsky–Trofimov estimate ``p_A = (N_{A,1} + ½) / (N_A + 1)`` of
 P(y = 1). The prior over prunings is the context-tree-weighting one: every T0-internal node of a
 pruning is independently a leaf or split with probability ½ (T0-leaves are always leaves); the
-likelihood is ``exp(−η Σ_{A ∈ π(T)} loss_A)``. Its up pass (SPEC §3)::
+likelihood is ``exp(−η Σ_{A ∈ π(T)} loss_A)``. Its up pass (docs/theory/pruning.md)::
 
     β(A) = ½·e^{−η loss_A} + ½·β(A_L)·β(A_R)     (A internal in T0)
     β(A) = e^{−η loss_A}                         (A a T0-leaf)
@@ -64,7 +64,7 @@ def hs_potentials(stats: NodeStats, internal: Array, eta, loss: str = "log",
       internal: ``[nodes]`` bool, T0.
       eta: learning rate η > 0 (1 with the log loss is the Bayes mixture, Helmbold & Schapire's
         choice for that loss; tuned in the experiments); may be traced.
-      loss: ``"log"`` (SPEC's default) or ``"absolute"``.
+      loss: ``"log"`` (the default) or ``"absolute"``.
       layout: the tree's layout (None: complete heap).
     """
     split = jnp.asarray(internal, bool)

@@ -1,4 +1,4 @@
-"""Perceptron (oblique) decision trees (SPEC §4; seed 003, Bennett, Wu, Cristianini & Shawe-Taylor):
+"""Perceptron (oblique) decision trees (docs/theory/oblique.md; Bennett, Wu, Cristianini & Shawe-Taylor):
 OC1, FAT, MOC1, MOC2 and the margin bound of Theorem 0.1.
 
 An oblique T0 is an ordinary :class:`jaxtree.Tree` whose ``coef`` holds a unit normal per internal
@@ -139,7 +139,7 @@ def node_margins(tree: Tree, X: Array) -> Array:
 
 
 def fat(tree: Tree, X: Array, num_steps: int = 2000) -> Tree:
-    """FAT (SPEC §4): replace each internal hyperplane by the maximum-margin hyperplane between
+    """FAT (docs/theory/oblique.md): replace each internal hyperplane by the maximum-margin hyperplane between
     the node's training points on its two sides (pairwise Frank–Wolfe, ``num_steps`` steps).
 
     A node keeps its hyperplane when the new one's margin is not larger (e.g. a side is empty).
@@ -153,7 +153,7 @@ def fat(tree: Tree, X: Array, num_steps: int = 2000) -> Tree:
 
 
 def margin_bound(margins, radius, m, delta=0.05):
-    """Theorem 0.1 (SPEC §4): generalization error bound of a perceptron tree.
+    """Theorem 0.1 (docs/theory/oblique.md): generalization error bound of a perceptron tree.
 
     ``ε ≤ (130 R²/m)·(D′·log(4em)·log(4m) + log((4m)^{K+1}·C(2K, K)/((K+1)·δ)))`` with
     ``D′ = Σ_i 1/γ_i²`` over the ``K`` decision nodes.

@@ -1,4 +1,4 @@
-"""The PAC-Bayes tree (Nguyen & Kpotufe 2018; SPEC §2): potentials φ(A) and the weighted vote.
+"""The PAC-Bayes tree (Nguyen & Kpotufe 2018; docs/theory/pacbayes.md): potentials φ(A) and the weighted vote.
 
 Functional path (all pure and jittable; ``vmap`` over ``lam1``/``lam2`` for a grid)::
 
@@ -32,7 +32,7 @@ Array = jax.Array
 
 
 def pacbayes_potentials(stats: NodeStats, lam1, lam2) -> Array:
-    """Practical leaf potentials (SPEC §2): ``φ(A) = −λ1·E_A − λ2·sqrt(N_A) − 1[N_A > 0]``.
+    """Practical leaf potentials (docs/theory/pacbayes.md): ``φ(A) = −λ1·E_A − λ2·sqrt(N_A) − 1[N_A > 0]``.
 
     Args:
       stats: node statistics of the training sample.
@@ -47,7 +47,7 @@ def pacbayes_potentials(stats: NodeStats, lam1, lam2) -> Array:
 
 
 def pacbayes_theory_potentials(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Array:
-    """Theory leaf potentials (Theorem 1, SPEC §2):
+    """Theory leaf potentials (Theorem 1, docs/theory/pacbayes.md):
     ``φ(A) = −λ·E_A − λ·n·sqrt(2·p̂(A)·log(|T0|/δ)/n) − 3·D0``, 0 at empty nodes.
 
     ``|T0|`` is the number of nodes of T0 and ``D0`` its depth.
@@ -130,7 +130,7 @@ def _root_gain(left, right, parent):
 
 
 def vote(tree: Tree, label: Array, log_weights: Array, X: Array, num_classes: int) -> Array:
-    """Class scores of the weighted-majority vote (SPEC §2, "Prediction").
+    """Class scores of the weighted-majority vote (docs/theory/pacbayes.md, "Prediction").
 
     ``s_l(x) = Σ_{A ∈ path(x)} w(A)·1[l(A) = l]``: the scores sum to 1 and serve as
     ``predict_proba``; their argmax is ``h_Q(x)``.

@@ -1,4 +1,4 @@
-"""Pruning baselines on the engine (SPEC §3): C1, SN, reduced-error, minimum-error per size with
+"""Pruning baselines on the engine (docs/theory/pruning.md): C1, SN, reduced-error, minimum-error per size with
 CV/SRM selection, Kearns–Mansour and optimistic pruning.
 
 Every method is node statistics → per-node costs → one pass over the levels of T0, and returns a
@@ -47,14 +47,14 @@ from jaxtree.tree import Tree
 
 Array = jax.Array
 
-#: Optimistic pruning resamples a learning set smaller than this to this many examples (seed 002).
+#: Optimistic pruning resamples a learning set smaller than this to this many examples (Nock 2002).
 RESAMPLE_SIZE = 5000
 
 
 # ---------------------------------------------------------------------------------------------
 # Additive methods: leaf costs for the engine's (min, +) pass
 def c1_leaf_cost(stats: NodeStats, lam) -> Array:
-    """C1 cost-complexity leaf cost (SPEC §3):
+    """C1 cost-complexity leaf cost (docs/theory/pruning.md):
     ``n·(R̂(T) + λ|π(T,S)|/n) = Σ_leaves E_A + λ·1[N_A > 0]``.
 
     Args:
@@ -68,7 +68,7 @@ def c1_leaf_cost(stats: NodeStats, lam) -> Array:
 
 
 def sn_leaf_cost(stats: NodeStats, node_depth: Array, lam) -> Array:
-    """SN-pruning (Scott) leaf cost (SPEC §3):
+    """SN-pruning (Scott) leaf cost (docs/theory/pruning.md):
     ``n·(R̂(T) + λ Σ_A sqrt(max(p̂(A), ℓ_A/n)·ℓ_A/n)) = Σ_leaves E_A + λ·sqrt(max(N_A, ℓ_A)·ℓ_A)``.
 
     Args:
@@ -90,7 +90,7 @@ def holdout_errors(counts: Array, label: Array) -> Array:
 
 
 def rep_pruning(holdout_err: Array, internal: Array, layout=None) -> Array:
-    """Reduced-error pruning (seed 001; SPEC §3) as a leaf mask ``[nodes]``.
+    """Reduced-error pruning (Quinlan 1987; docs/theory/pruning.md) as a leaf mask ``[nodes]``.
 
     Bottom-up, the current subtree at v is replaced by a leaf when the leaf's hold-out errors are
     ≤ the current subtree's. The current subtree's errors are then ``min(leaf, children)``: the
@@ -112,7 +112,7 @@ def pruning_errors(leaf_mask: Array, errors: Array) -> Array:
 # Local tests: Kearns–Mansour and optimistic pruning
 def local_test_pruning(errors: Array, nonempty: Array, slack_const: Array, slack_per_leaf: Array,
                        internal: Array, layout=None) -> Array:
-    """Bottom-up local-test pruning, one pass over the levels (SPEC §3, KM and optimistic).
+    """Bottom-up local-test pruning, one pass over the levels (docs/theory/pruning.md, KM and optimistic).
 
     At an internal node v whose children are already processed, the current subtree T_v has
     ``err_T`` errors and ``s_T`` (non-empty) leaves; v becomes a leaf iff
@@ -155,7 +155,7 @@ def _local_test_pruning(errors, nonempty, slack_const, slack_per_leaf, internal,
 
 def km_slack(stats: NodeStats, node_depth: Array, log_num_tests, c, delta=0.05):
     """Kearns–Mansour squared slack ``(m_v α_v)²`` as ``(const, per_leaf)`` ``[nodes]`` each:
-    ``m_v α_v = c·sqrt(m_v·((ℓ_v + s_v)·log|H| + log(m_v/δ)))`` (SPEC §3).
+    ``m_v α_v = c·sqrt(m_v·((ℓ_v + s_v)·log|H| + log(m_v/δ)))`` (docs/theory/pruning.md).
 
     Args:
       stats: training statistics (m_v = N_v).
@@ -173,11 +173,11 @@ def km_slack(stats: NodeStats, node_depth: Array, log_num_tests, c, delta=0.05):
 
 
 def optimistic_slack(stats: NodeStats, node_depth: Array, c=1.0, delta=0.05, resample=True):
-    """Optimistic-pruning (seed 002) squared slack ``(m_v α'_v)²`` as ``(const, per_leaf = 0)``.
+    """Optimistic-pruning (Nock 2002) squared slack ``(m_v α'_v)²`` as ``(const, per_leaf = 0)``.
 
     ``α'_v = c·sqrt(((ℓ_v + 2)·log n + log(1/δ)) / m_v)``; ℓ_v plays the role of Set(·) for a
     tree, n is the learning-set size. With ``resample``, a learning set smaller than
-    :data:`RESAMPLE_SIZE` is treated as resampled to that size (seed 002): n and every m_v are
+    :data:`RESAMPLE_SIZE` is treated as resampled to that size (Nock 2002): n and every m_v are
     scaled by ``r = RESAMPLE_SIZE / n`` while error rates stay, so ``(m_v α'_v)² = m_v·K_v / r``.
     ``c = 1`` is the seed's formula; it is exposed so that it can be tuned like the others.
     """
@@ -191,7 +191,7 @@ def optimistic_slack(stats: NodeStats, node_depth: Array, c=1.0, delta=0.05, res
 
 @jax.jit
 def km_pruning(tree: Tree, stats: NodeStats, c, delta=0.05, log_num_tests=None) -> Array:
-    """Kearns–Mansour bottom-up pruning (seed 001, slides 13–24) as a leaf mask ``[nodes]``.
+    """Kearns–Mansour bottom-up pruning (Kearns & Mansour 1998; docs/theory/pruning.md) as a leaf mask ``[nodes]``.
 
     ``log_num_tests`` (log|H|) defaults to :func:`log_num_tests_of` of ``tree``."""
     if log_num_tests is None:
@@ -203,7 +203,7 @@ def km_pruning(tree: Tree, stats: NodeStats, c, delta=0.05, log_num_tests=None) 
 
 @functools.partial(jax.jit, static_argnames=("resample",))
 def optimistic_pruning(tree: Tree, stats: NodeStats, c=1.0, delta=0.05, resample=True) -> Array:
-    """Optimistic pruning (seed 002) as a leaf mask ``[nodes]``; see :func:`optimistic_slack`."""
+    """Optimistic pruning (Nock 2002) as a leaf mask ``[nodes]``; see :func:`optimistic_slack`."""
     const, per_leaf = optimistic_slack(stats, tree.node_depth, c, delta, resample)
     return local_test_pruning(stats.errors, stats.total > 0, const, per_leaf, tree.internal,
                               tree.layout)
@@ -279,8 +279,8 @@ class SizeTable(NamedTuple):
 
 def min_error_per_size(errors: Array, nonempty: Array, internal: Array, max_size: int,
                        holdout_err: Optional[Array] = None, layout=None) -> SizeTable:
-    """For every size s, the pruning with s non-empty leaves and the fewest errors (seed 001,
-    procedure Compute): ``err(v, s) = min(leaf, min_{s1+s2=s} err(v_L,s1) + err(v_R,s2))``,
+    """For every size s, the pruning with s non-empty leaves and the fewest errors (procedure
+    Compute of docs/theory/pruning.md): ``err(v, s) = min(leaf, min_{s1+s2=s} err(v_L,s1) + err(v_R,s2))``,
     ties to the leaf, then to the smallest left size s1.
 
     One bottom-up pass over the levels (the layout's ``fold_up_levels``: a ``lax.scan`` on the
@@ -490,7 +490,7 @@ _membership = jax.jit(tree_membership)
 
 @jax.jit
 def srm_select(errors_per_size: Array, n, c, delta=0.05, log_num_tests=1.0) -> Array:
-    """SRM choice of size (seed 001; SPEC §3):
+    """SRM choice of size (docs/theory/pruning.md):
     ``argmin_s R̂(P_s) + c·sqrt((s·log(4|H|) + log(1/δ))/n)``
     over the sizes with a pruning (ties → the smaller size).
 

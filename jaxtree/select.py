@@ -1,4 +1,4 @@
-"""Model selection (SPEC §5, §2 "Smoothed validation loss"): k-fold grid search in one batched
+"""Model selection (docs/theory/selection.md; the smoothed validation loss of docs/theory/pacbayes.md): k-fold grid search in one batched
 computation, the paper's two-stage protocol, gradient tuning with optax, batches of problems.
 
 Everything here works for any method expressed as a *votes function*
@@ -8,7 +8,7 @@ path are the point's class scores, either a ``[nodes, L]`` array (HS-vote: ``w(A
 ``(w_Q(A), l(A))``; a pruning: ``(1[A is a pruning leaf], l(A))``). ``params`` is a dict of scalars.
 A votes function must be a module-level function (jit caches on it).
 
-How the work is shared (T0 is built once on all the training data, SPEC §5):
+How the work is shared (T0 is built once on all the training data, docs/theory/protocol.md):
 
 * the points are routed once (validation points keep their root-to-leaf paths, reused by every
   setting); the training statistics of the k folds are one ``vmap`` of the node statistics over
@@ -44,7 +44,7 @@ from jaxtree.tree import Tree, route
 
 Array = jax.Array
 
-#: The paper's first-stage grid: 10 values equally spaced in log from 2^-8 to 2^6 (SPEC §5).
+#: The paper's first-stage grid: 10 values equally spaced in log from 2^-8 to 2^6 (docs/theory/protocol.md).
 LOG_GRID = 2.0 ** np.linspace(-8, 6, 10)
 #: Size of the paper's second-stage linear grid between half and twice the best value.
 LINEAR_GRID_SIZE = 10
@@ -59,7 +59,7 @@ _GRID_MEMORY_BUDGET = 2 ** 29
 # ---------------------------------------------------------------------------------------------
 # Votes functions
 def pacbayes_votes(tree: Tree, stats: NodeStats, params: dict) -> tuple[Array, Array]:
-    """Votes of the PAC-Bayes tree (SPEC §2): ``(w_Q(A), l(A))``, each ``[nodes]``, i.e.
+    """Votes of the PAC-Bayes tree (docs/theory/pacbayes.md): ``(w_Q(A), l(A))``, each ``[nodes]``, i.e.
     ``w_Q(A)·onehot(l(A))``; ``params = {"lam1": λ1, "lam2": λ2}`` (practical potentials)."""
     log_w = pacbayes_log_weights(tree, stats, params["lam1"], params["lam2"])
     return jnp.exp(log_w), stats.label
@@ -228,7 +228,7 @@ def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAY
                  linear_size: int = LINEAR_GRID_SIZE, batch_size: Optional[int] = None,
                  progress: Optional[Callable] = None,
                  errors_fn: Optional[Callable] = None) -> GridSearchResult:
-    """The paper's protocol (SPEC §5) on prepared folds.
+    """The paper's protocol (docs/theory/protocol.md) on prepared folds.
 
     Stage 0: the product of ``base_grid`` (default 2^linspace(-8, 6, 10)) over every parameter.
     Stage 1: per parameter, ``linear_size`` values from half to twice its stage-0 best; their
@@ -269,7 +269,7 @@ def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAY
 # Gradient tuning
 def smoothed_loss(tree: Tree, folds: Folds, votes_fn: Callable, log_params: dict, tau,
                   eps: float = 1e-6, fixed: Optional[dict] = None) -> tuple[Array, Array]:
-    """Smoothed validation 0-1 loss (SPEC §2) of ``params = exp(log_params)``, and the exact errors.
+    """Smoothed validation 0-1 loss (docs/theory/pacbayes.md) of ``params = exp(log_params)``, and the exact errors.
 
     ``loss = Σ_folds Σ_x (1 − softmax(log(s(x) + eps)/τ)_{y(x)}) / n_valid`` over every fold's
     validation points, ``s(x)`` the class scores. It tends to the validation error as τ → 0

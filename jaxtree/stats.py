@@ -1,4 +1,4 @@
-"""Per-node statistics of a labelled sample on a tree (SPEC §1, "Labels").
+"""Per-node statistics of a labelled sample on a tree (docs/theory/trees.md).
 
 For a node (cell) A: ``N_A`` points, ``N_{A,l}`` of class l, label ``l(A) = argmax_l N_{A,l}``
 (ties to the smallest label; an empty node takes its parent's label), and ``E_A = N_A − N_{A,l(A)}``,

@@ -5,7 +5,7 @@ scaling that its builder applied (prediction applies the same). An internal node
 scaled point ``z`` to its right child iff ``z[feature[A]] > threshold[A]`` (``<=`` goes left; the
 tie rule is pinned by a test), to the slot ``left_child[A] + 1`` if right, ``left_child[A]`` if left.
 An oblique tree (:mod:`jaxtree.oblique`) holds a hyperplane per node in ``coef``: right iff
-``coef[A]·z >= threshold[A]`` (SPEC §4).
+``coef[A]·z >= threshold[A]`` (docs/theory/oblique.md).
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The KD and dyadic builders (SPEC §1) against a plain recursive reference builder."""
+"""The KD and dyadic builders (docs/theory/trees.md) against a plain recursive reference builder."""
 
 import numpy as np
 import pytest

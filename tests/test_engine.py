@@ -1,4 +1,4 @@
-"""The engine against brute force over every pruning (SPEC §2, "Generic engine").
+"""The engine against brute force over every pruning (docs/theory/engine.md).
 
 Trees are random ``internal`` masks in a complete heap layout; the reference enumerates every
 pruning of T0 as a set of leaves (and of split nodes) and sums over them directly.
@@ -584,7 +584,7 @@ def test_grad_is_finite_for_huge_potentials_ties_and_inf_padding(precision, scal
 
 def test_grad_at_exact_tie_splits_evenly(precision):
     """One split with leaf potential equal to the split's: Q = (½, ½) and the gradient of log Z
-    gives ½ to the root and ½ to each child (NOTES pitfall 3)."""
+    gives ½ to the root and ½ to each child."""
     internal = np.array([True, False, False])
     leaf = jnp.asarray([1e6, 5e5, 5e5], precision)
     grad = jax.grad(log_partition)(leaf, internal)

@@ -1,4 +1,4 @@
-"""PAC-Bayes potentials and the weighted vote (SPEC §2) against enumeration of every pruning."""
+"""PAC-Bayes potentials and the weighted vote (docs/theory/pacbayes.md) against enumeration of every pruning."""
 
 import gzip
 import pathlib

@@ -1,4 +1,4 @@
-"""Node statistics (SPEC §1, "Labels") against plain loops over points and nodes."""
+"""Node statistics (docs/theory/trees.md) against plain loops over points and nodes."""
 
 import jax
 import jax.numpy as jnp
