@@ -25,8 +25,16 @@ myst_heading_anchors = 3
 
 autodoc_member_order = "bysource"
 autodoc_typehints = "none"            # shapes and dtypes are in the docstrings
-autodoc_default_options = {"members": True, "undoc-members": False}
+autodoc_default_options = {
+    "members": True,
+    "undoc-members": False,
+    # scikit-learn's metadata-routing setters, generated on every estimator; documented there
+    "exclude-members": "set_fit_request, set_predict_request, set_predict_proba_request, "
+                       "set_score_request",
+}
 napoleon_google_docstring = True
+napoleon_use_ivar = True      # "Attributes:" as fields of the class, not separate objects
+napoleon_custom_sections = [("Returns", "params_style")]   # "name: description" entries
 napoleon_numpy_docstring = False
 
 html_theme = "furo"

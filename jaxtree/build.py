@@ -6,6 +6,7 @@ the nodes that exist (:class:`GrownLevel`); packing places them into slots. The 
 once per fit, outside jit: the shape of T0 depends on the data.
 
 Split rules (docs/theory/trees.md):
+
 * **KD**: features divided by their training standard deviation; a node at depth ℓ splits
   coordinate ``ℓ mod D`` (or, with ``split="spread"``, the coordinate in which its points have
   the widest interquartile range) at the median of its points; ``<= median`` goes left.
@@ -43,11 +44,12 @@ LAYOUTS = ("auto", "complete", "compact")
 class GrownLevel:
     """The nodes that exist at one level of T0, in order (``m`` nodes).
 
-    parent:    ``[m]`` int, index of each node's parent in the previous level (-1 at the root);
-               the two children of a parent are adjacent, left first.
-    internal:  ``[m]`` bool, True where the node is split.
-    feature:   ``[m]`` int, split feature (0 at leaves).
-    threshold: ``[m]`` float, split threshold in scaled units (0 at leaves).
+    Attributes:
+        parent: ``[m]`` int, index of each node's parent in the previous level (-1 at the
+            root); the two children of a parent are adjacent, left first.
+        internal: ``[m]`` bool, True where the node is split.
+        feature: ``[m]`` int, split feature (0 at leaves).
+        threshold: ``[m]`` float, split threshold in scaled units (0 at leaves).
     """
 
     parent: np.ndarray

@@ -328,12 +328,12 @@ class PrunedTreeClassifier(TreeClassifierBase):
       lam: λ of C1/SN, the price of a leaf in training errors (1 by default; tune it).
       c: the constant in front of the KM / optimistic / SRM penalty (1: the formula as stated).
       delta: confidence δ of KM, optimistic and SRM (0.05: the usual choice; the seeds leave it open).
-      selection: ``"srm"`` (R̂ + c·sqrt((s·log(4|H|) + log(1/δ))/n)) or ``"cv"`` (hold-out) for
+      selection: ``"srm"`` (``R̂ + c·sqrt((s·log(4|H|) + log(1/δ))/n)``) or ``"cv"`` (hold-out) for
         ``"min_size"``.
       holdout: fraction of the sample held out as S2 by ``"rep"`` and ``min_size``/``"cv"``
         (T0 and its labels come from the rest, S1, as in reduced-error pruning). A third by default, a common
         choice; the seed leaves it open.
-      num_tests: |H| for KM and SRM; None counts T0's distinct split tests
+      num_tests: ``|H|`` for KM and SRM; None counts T0's distinct split tests
         (:func:`jaxtree.prune.log_num_tests_of`).
       resample: optimistic pruning treats a sample smaller than 5000 as resampled to 5000 (Nock 2002).
       random_state: seed of the S1/S2 split (and, with ``partition="cart"``, of the ties between

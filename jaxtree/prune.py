@@ -160,7 +160,7 @@ def km_slack(stats: NodeStats, node_depth: Array, log_num_tests, c, delta=0.05):
     Args:
       stats: training statistics (m_v = N_v).
       node_depth: ``[nodes]`` ℓ_v.
-      log_num_tests: log|H| (:func:`log_num_tests_of`).
+      log_num_tests: ``log|H|`` (:func:`log_num_tests_of`).
       c: the constant of α (the O(·) of Kearns & Mansour; tuned, default 1 in the estimator).
       delta: confidence δ (0.05 by default, the usual choice; the seed leaves it open).
     """
@@ -193,7 +193,7 @@ def optimistic_slack(stats: NodeStats, node_depth: Array, c=1.0, delta=0.05, res
 def km_pruning(tree: Tree, stats: NodeStats, c, delta=0.05, log_num_tests=None) -> Array:
     """Kearns–Mansour bottom-up pruning (Kearns & Mansour 1998; docs/theory/pruning.md) as a leaf mask ``[nodes]``.
 
-    ``log_num_tests`` (log|H|) defaults to :func:`log_num_tests_of` of ``tree``."""
+    ``log_num_tests`` (``log|H|``) defaults to :func:`log_num_tests_of` of ``tree``."""
     if log_num_tests is None:
         log_num_tests = log_num_tests_of(tree)
     const, per_leaf = km_slack(stats, tree.node_depth, log_num_tests, c, delta)
@@ -211,7 +211,7 @@ def optimistic_pruning(tree: Tree, stats: NodeStats, c=1.0, delta=0.05, resample
 
 @jax.jit
 def log_num_tests_of(tree: Tree) -> Array:
-    """log|H| for KM and SRM (scalar, traceable): |H| is the number of distinct split tests
+    """``log|H|`` for KM and SRM (scalar, traceable): ``|H|`` is the number of distinct split tests
     (feature, threshold) that T0 uses — the tests any of its prunings can contain — at least 2.
     (Kearns & Mansour count the tests of the node class H; T0's own tests are the ones a pruning
     can choose from.)"""
@@ -245,7 +245,7 @@ def sn_votes(tree: Tree, stats: NodeStats, params: dict):
 
 
 def km_votes(tree: Tree, stats: NodeStats, params: dict):
-    """Votes of the Kearns–Mansour pruning with ``params = {"c": c}`` (δ = 0.05, |H| of T0)."""
+    """Votes of the Kearns–Mansour pruning with ``params = {"c": c}`` (δ = 0.05, ``|H|`` of T0)."""
     return pruning_votes(km_pruning(tree, stats, params["c"]), stats)
 
 
@@ -259,15 +259,18 @@ def optimistic_votes(tree: Tree, stats: NodeStats, params: dict):
 class SizeTable(NamedTuple):
     """Result of :func:`min_error_per_size` (``S`` = ``max_size``, ``B`` = ``S + 1 + W``).
 
-    errors:    ``[S+1]`` fewest training errors of a pruning with s non-empty leaves (inf if none).
-    holdout:   ``[S+1]`` hold-out errors of that pruning (0 when no hold-out sample was given;
-      inf where ``errors`` is).
-    left_size: ``[levels, B]`` int32, the back-tracking choices, the tables of a level packed end
-      to end: entry ``start[v] + s`` is the left child's size in v's best pruning of size s, -1
-      where v is a leaf of that pruning (used by :func:`pruning_of_size`).
-    start:     ``[nodes]`` int32, where each node's table begins in its level's row.
-    largest:   ``[nodes]`` int32, the largest size in each node's table (its non-empty T0
-      leaves, at most S).
+    Attributes:
+        errors: ``[S+1]`` fewest training errors of a pruning with s non-empty leaves (inf if
+            none).
+        holdout: ``[S+1]`` hold-out errors of that pruning (0 when no hold-out sample was given;
+            inf where ``errors`` is).
+        left_size: ``[levels, B]`` int32, the back-tracking choices, the tables of a level
+            packed end to end: entry ``start[v] + s`` is the left child's size in v's best
+            pruning of size s, -1 where v is a leaf of that pruning (used by
+            :func:`pruning_of_size`).
+        start: ``[nodes]`` int32, where each node's table begins in its level's row.
+        largest: ``[nodes]`` int32, the largest size in each node's table (its non-empty T0
+            leaves, at most S).
     """
 
     errors: Array
@@ -497,7 +500,7 @@ def srm_select(errors_per_size: Array, n, c, delta=0.05, log_num_tests=1.0) -> A
     Args:
       errors_per_size: ``[S+1]`` (:attr:`SizeTable.errors`).
       n: sample size; c: the bound's constant (tuned; 1 is the plain bound); delta: δ;
-      log_num_tests: log|H| (:func:`log_num_tests_of`).
+      log_num_tests: ``log|H|`` (:func:`log_num_tests_of`).
     """
     sizes = jnp.arange(errors_per_size.shape[0], dtype=errors_per_size.dtype)
     bound = errors_per_size / n + c * jnp.sqrt(
@@ -514,7 +517,7 @@ def holdout_select(table: SizeTable) -> Array:
 
 def min_size_srm_votes(tree: Tree, stats: NodeStats, params: dict, max_size: int):
     """Votes of the fewest-error pruning of the size SRM picks, ``params = {"c": c}`` (δ = 0.05,
-    |H| of T0). ``max_size`` is static: bind it (``functools.partial``) to a bound on the number of
+    ``|H|`` of T0). ``max_size`` is static: bind it (``functools.partial``) to a bound on the number of
     non-empty T0 leaves. The knapsack does not depend on ``c``, so under ``vmap`` over ``c`` it
     runs once."""
     table = min_error_per_size(stats.errors, stats.total > 0, tree.internal, max_size,

@@ -298,12 +298,14 @@ def smoothed_loss(tree: Tree, folds: Folds, votes_fn: Callable, log_params: dict
 class GradientResult:
     """Outcome of :func:`gradient_tune`.
 
-    best_params: ``{name: float}`` the setting of least validation 0-1 error met on the path
-                 (ties: the earliest).
-    best_error:  its validation error rate.
-    path:        one dict per step: ``step``, ``params`` ``{name: float}``, ``temperature``,
-                 ``loss`` (smoothed), ``error`` (0-1 validation error rate).
-    evaluations: number of loss evaluations (each one forward and one backward pass over all folds).
+    Attributes:
+        best_params: ``{name: float}`` the setting of least validation 0-1 error met on the
+            path (ties: the earliest).
+        best_error: its validation error rate.
+        path: one dict per step: ``step``, ``params`` ``{name: float}``, ``temperature``,
+            ``loss`` (smoothed), ``error`` (0-1 validation error rate).
+        evaluations: number of loss evaluations (each one forward and one backward pass over
+            all folds).
     """
 
     best_params: dict

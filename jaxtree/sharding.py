@@ -6,7 +6,7 @@ Two kinds of parallelism cover the library's work:
   every device routes its share and counts it per node and class, and one ``psum`` adds the
   ``[nodes, L]`` counts; labels follow from the summed counts. The tree is replicated.
 * **a batch of problems** (:func:`sharded_vmap`): a leading batch axis (a λ grid, several folds,
-  several datasets of equal shape) is split over the devices and each device ``vmap``s its slice
+  several datasets of equal shape) is split over the devices and each device applies ``vmap`` to its slice
   (:func:`sharded_pacbayes_log_weights` is the λ grid of the PAC-Bayes weights).
 
 Both pad their inputs to a multiple of the device count (padded points weigh 0; padded problems

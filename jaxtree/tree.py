@@ -29,19 +29,20 @@ Array = jax.Array
     meta_fields=["clip"])
 @dataclasses.dataclass(frozen=True)
 class Tree:
-    """A partition tree T0.
+    """A partition tree T0 (``nodes`` = the layout's slot count, ``D`` = number of features).
 
-    Attributes (``nodes`` = the layout's slot count, ``D`` = number of features):
-      feature:    ``[nodes]`` int32, split feature of internal nodes (0 elsewhere).
-      threshold:  ``[nodes]`` float, split threshold in scaled units (0 elsewhere).
-      internal:   ``[nodes]`` bool, True where T0 splits the node.
-      left_child: ``[nodes]`` int32, slot of the left child (the right child is the next slot).
-      node_depth: ``[nodes]`` int32, depth ℓ_A of each slot (root 0).
-      shift, inv_scale: ``[D]`` float; a point ``x`` is scaled to ``(x - shift) * inv_scale``.
-      layout:     the layout (:class:`jaxtree.layout.CompleteLayout` or a compact one).
-      clip:       static bool; clip scaled points to ``[0, 1]`` (dyadic trees).
-      coef:       ``[nodes, D]`` float hyperplane normals of an oblique tree (``feature`` unused),
-                  or None for an axis-aligned tree.
+    Attributes:
+        feature: ``[nodes]`` int32, split feature of internal nodes (0 elsewhere).
+        threshold: ``[nodes]`` float, split threshold in scaled units (0 elsewhere).
+        internal: ``[nodes]`` bool, True where T0 splits the node.
+        left_child: ``[nodes]`` int32, slot of the left child (the right child is the next slot).
+        node_depth: ``[nodes]`` int32, depth ℓ_A of each slot (root 0).
+        shift: ``[D]`` float; a point ``x`` is scaled to ``(x - shift) * inv_scale``.
+        inv_scale: ``[D]`` float (see ``shift``).
+        layout: the layout (:class:`jaxtree.layout.CompleteLayout` or a compact one).
+        clip: static bool; clip scaled points to ``[0, 1]`` (dyadic trees).
+        coef: ``[nodes, D]`` float hyperplane normals of an oblique tree (``feature`` unused),
+            or None for an axis-aligned tree.
     """
 
     feature: Array
