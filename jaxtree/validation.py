@@ -131,7 +131,9 @@ def check_finite(x, name: str) -> None:
     if is_traced(x) or not np.issubdtype(_dtype(x), np.inexact):
         return
     if isinstance(x, jax.Array):
-        finite = bool(jnp.isfinite(x).all())
+        # a concrete array closed over by a caller's jit: evaluate now, not into the trace
+        with jax.ensure_compile_time_eval():
+            finite = bool(jnp.isfinite(x).all())
     else:
         x = np.asarray(x)
         blocks = [x] if x.ndim == 0 else (x[i:i + FINITE_CHECK_ROWS]

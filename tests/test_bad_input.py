@@ -11,6 +11,7 @@ import os
 import re
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 import pytest
@@ -258,6 +259,23 @@ def test_checks_inside_a_callers_jit_see_shapes_and_dtypes_only(tree_and_stats):
     with pytest.raises(TypeError, match="X has complex dtype"):
         jax.jit(lambda points: jaxtree.route(tree, points))(X + 1j)
 
+
+
+@pytest.mark.parametrize("function", POINT_FUNCTIONS)
+def test_concrete_points_closed_over_by_a_callers_jit_are_checked_not_traced(tree_and_stats,
+                                                                             function):
+    """A caller's jit that closes over concrete points (and λ's as arguments): the finite check
+    evaluates them at trace time instead of turning them into a traced boolean."""
+    tree, stats = tree_and_stats
+    X, _ = small_data()
+    points = jnp.asarray(X, jnp.float32)
+    call = point_functions(tree, stats)[function]
+    expected = call(points)
+    got = jax.jit(lambda: call(points))()
+    jax.tree.map(np.testing.assert_array_equal, got, expected)
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        bad = jnp.asarray(with_value(X.copy(), 0, 0, np.nan), jnp.float32)
+        jax.jit(lambda: call(bad))()
 
 # ---------------------------------------------------------------------------------------------
 # valid edge cases
