@@ -227,8 +227,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
     """PAC-Bayes tree (Nguyen & Kpotufe 2018): the posterior-weighted vote over every pruning of T0.
 
     Args:
-      partition: ``"kd"`` or ``"dyadic"`` T0 (docs/theory/trees.md), or ``"cart"`` (a label-aware T0: greedy
-        Gini splits grown to purity, :func:`jaxtree.cart_tree`).
+      partition: ``"kd"`` or ``"dyadic"`` T0 (docs/theory/trees.md), or ``"cart"`` (a
+        label-aware T0: greedy Gini splits grown to purity, :func:`jaxtree.cart_tree`).
       max_depth: depth of T0; None for :func:`default_depth`.
       min_split: nodes with fewer training points are not split.
       split: ``"cycle"`` (coordinate ``depth mod D``) or ``"spread"`` (widest spread); KD and
@@ -237,11 +237,12 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         ``"compact"`` (levels padded to the widest; for trees hundreds of levels deep).
       lam1, lam2: λ1 (weight of training errors) and λ2 (weight of the concentration term);
         None (default): selected by ``tune``.
-      potentials: ``"practical"`` (docs/theory/pacbayes.md) or ``"theory"`` (Theorem 1; uses ``lam1`` as λ and
-        ``delta``; not tunable: give ``lam1``).
+      potentials: ``"practical"`` (docs/theory/pacbayes.md) or ``"theory"`` (Theorem 1; uses
+        ``lam1`` as λ and ``delta``; not tunable: give ``lam1``).
       delta: confidence of the theory potentials.
-      tune: ``"auto"`` (default: the λ's left at None are chosen by the paper's protocol, docs/theory/selection.md — 2-fold CV over 2^linspace(-8, 6, 10) for each, then 10 linear values from half to
-        twice the best: 200 settings), ``"grid"``, ``"gradient"`` or None
+      tune: ``"auto"`` (default: the λ's left at None are chosen by the paper's protocol,
+        docs/theory/selection.md — 2-fold CV over 2^linspace(-8, 6, 10) for each, then 10
+        linear values from half to twice the best: 200 settings), ``"grid"``, ``"gradient"`` or None
         (:class:`TreeClassifierBase`). Ties go to smaller λ1, then larger λ2
         (:mod:`jaxtree.select`). Cost: T0 and the routing are shared; each setting costs one
         up/down pass and a vote per fold. Measured on a loaded 2-core CPU
@@ -327,7 +328,7 @@ class PrunedTreeClassifier(TreeClassifierBase):
       partition, max_depth, min_split, split: T0, as in :class:`PACBayesTreeClassifier`.
       lam: λ of C1/SN, the price of a leaf in training errors (1 by default; tune it).
       c: the constant in front of the KM / optimistic / SRM penalty (1: the formula as stated).
-      delta: confidence δ of KM, optimistic and SRM (0.05: the usual choice; the seeds leave it open).
+      delta: confidence δ of KM, optimistic and SRM (0.05: the usual choice; the papers leave it open).
       selection: ``"srm"`` (``R̂ + c·sqrt((s·log(4|H|) + log(1/δ))/n)``) or ``"cv"`` (hold-out) for
         ``"min_size"``.
       holdout: fraction of the sample held out as S2 by ``"rep"`` and ``min_size``/``"cv"``
