@@ -115,8 +115,11 @@ class CompactLayout:
     def left_child(self) -> Array:
         """``[nodes]`` int32: slot of each node's left child (right = left + 1); nodes that are
         not split point into the next level (the deepest level: past the end) and never route."""
-        offset = (jnp.arange(self.num_levels, dtype=jnp.int32)[:, None] + 1) * self.width
-        return (self.child_pos + offset).reshape(-1)
+        # on the host when the layout is concrete: building or padding a tree compiles nothing
+        traced = isinstance(self.child_pos, jax.core.Tracer)
+        xp, child_pos = (jnp, self.child_pos) if traced else (np, np.asarray(self.child_pos))
+        offset = (xp.arange(self.num_levels, dtype=np.int32)[:, None] + 1) * self.width
+        return (child_pos + offset).astype(np.int32).reshape(-1)
 
     def parent_index(self) -> Array:
         """``[nodes]`` int32: slot of each node's parent; the root is its own parent."""
@@ -262,12 +265,15 @@ def pad_compact(tree: Tree, levels: int, width: int) -> Tree:
                            jnp.asarray(parent_pos, jnp.int32), levels - 1, width)
 
     def grid(x):
-        """``[nodes, ...]`` → the padded layout's ``[nodes', ...]`` (new slots 0)."""
+        """``[nodes, ...]`` → the padded layout's ``[nodes', ...]`` (new slots 0), padded on the
+        host (no compilation per tree shape)."""
+        x = np.asarray(x)
         rest = x.shape[1:]
-        return jnp.pad(x.reshape(*shape, *rest), pad + ((0, 0),) * len(rest)).reshape(-1, *rest)
+        return jnp.asarray(np.pad(x.reshape(*shape, *rest), pad + ((0, 0),) * len(rest))
+                           .reshape(-1, *rest))
 
     return Tree(feature=grid(tree.feature), threshold=grid(tree.threshold),
-                internal=grid(tree.internal), left_child=padded.left_child(),
+                internal=grid(tree.internal), left_child=jnp.asarray(padded.left_child()),
                 node_depth=jnp.asarray(padded.node_depth(), jnp.int32), shift=tree.shift,
                 inv_scale=tree.inv_scale, layout=padded, clip=tree.clip,
                 coef=None if tree.coef is None else grid(tree.coef))
