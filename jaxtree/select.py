@@ -37,6 +37,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from jaxtree import shapes
 from jaxtree.layout import CompleteLayout, pad_complete
 from jaxtree.pacbayes import pacbayes_log_weights
 from jaxtree.stats import NodeStats, stats_from_paths
@@ -121,22 +122,44 @@ def prepare_folds(tree: Tree, X: Array, y: Array, num_classes: int, train_masks,
                   ) -> Folds:
     """Route ``X`` ``[n, D]`` once and compute every fold's statistics (one ``vmap``).
 
+    The sample is padded to a shared size (:func:`jaxtree.shapes.sample_size`) with weight-0
+    rows that sit in every training part, so that problems of nearby sizes share one
+    compilation; the statistics and the validation errors are those of the sample itself.
+
     Args:
       tree: T0 (built on all of ``X``).
       X, y: ``[n, D]`` points, ``[n]`` int labels.
       num_classes: L.
       train_masks: ``[k, n]`` bool (:func:`fold_masks`); the validation part is the complement.
       sample_weight: optional ``[n]`` weights (0 for padding).
-      valid_size: ``m``, the padded size of the validation parts (default: the largest part);
-        give one value to problems of one padded shape to share their compilations.
+      valid_size: ``m``, the padded size of the validation parts (default:
+        :func:`validation_slots`); give one value to problems of one padded shape to share
+        their compilations.
     """
     masks = np.asarray(train_masks, bool)
+    n = np.shape(X)[0]
+    if masks.ndim != 2 or masks.shape[1] != n:
+        raise ValueError(f"train_masks must be [folds, n] = [k, {n}]; got shape {masks.shape}")
+    size = shapes.sample_size(tree, n)
+    X, y, weight = shapes.pad_sample(X, y, sample_weight, size)
+    masks = shapes.pad_fold_masks(masks, size)
     largest = int((~masks).sum(axis=-1).max())
     if valid_size is not None and valid_size < largest:
         raise ValueError(f"valid_size={valid_size} is smaller than the largest validation part "
                          f"({largest})")
-    return _prepare_folds(tree, X, y, num_classes, masks, sample_weight,
-                          valid_size=largest if valid_size is None else int(valid_size))
+    return _prepare_folds(tree, X, y, num_classes, masks, weight,
+                          valid_size=validation_slots(masks) if valid_size is None
+                          else int(valid_size))
+
+
+def validation_slots(train_masks) -> int:
+    """``m``, the validation slots per fold for ``[..., k, n]`` fold masks (``n`` already padded):
+    ``ceil(n / k)`` (:func:`jaxtree.shapes.validation_size`, a function of the shape alone) when
+    every validation part fits, else the largest part rounded up by :func:`jaxtree.shapes.padded`."""
+    masks = np.asarray(train_masks, bool)
+    largest = int((~masks).sum(axis=-1).max())
+    slots = shapes.validation_size(masks.shape[-1], masks.shape[-2])
+    return slots if largest <= slots else shapes.padded(largest)
 
 
 @functools.partial(jax.jit, static_argnames=("num_classes", "valid_size"))
@@ -173,17 +196,24 @@ def grid_errors(tree: Tree, folds: Folds, votes_fn: Callable, grid: dict,
                 batch_size: Optional[int] = None) -> Array:
     """``[G, k]`` validation error counts of every setting of ``grid`` (dict of ``[G]`` arrays).
 
-    One batched computation: a ``vmap`` over settings (in chunks of ``batch_size``; None picks a
-    size that keeps intermediates under ~0.5 GiB) of a ``vmap`` over folds.
+    One batched computation: a ``vmap`` over settings (in equal chunks of at most
+    ``batch_size``; None picks a size that keeps intermediates under ~0.5 GiB) of a ``vmap``
+    over folds. The chunks are made equal (``G`` split into ``c`` chunks of ``ceil(G / c)``, the
+    last one padded with copies of the last setting) so that the chunk is compiled once:
+    ``lax.map`` compiles a remainder chunk as a second copy of the whole computation.
     """
     size = jax.tree.leaves(grid)[0].shape[0]
     if batch_size is None:
         k, nodes, classes = folds.train.counts.shape
         per_setting = k * (nodes + folds.path.size // k) * classes * _BYTES_PER_ENTRY
         batch_size = max(1, _GRID_MEMORY_BUDGET // per_setting)
-    batch_size = min(batch_size, size)
-    return jax.lax.map(lambda p: fold_errors(tree, folds, votes_fn, p), grid,
-                       batch_size=batch_size)
+    chunks = -(-size // min(batch_size, size))
+    batch_size = -(-size // chunks)
+    extra = chunks * batch_size - size
+    settings = jax.tree.map(lambda v: jnp.concatenate([v, jnp.repeat(v[-1:], extra)]), grid)
+    errors = jax.lax.map(lambda p: fold_errors(tree, folds, votes_fn, p), settings,
+                         batch_size=batch_size)
+    return errors[:size]
 
 
 def product_grid(values: dict, directions) -> dict:
@@ -461,7 +491,8 @@ def stack_problems(trees, Xs, ys, weights=None):
 
     Trees (complete layout, same ``clip``) are padded to the deepest one: in the heap layout a
     node keeps its slot in a deeper layout, so padding only appends non-internal slots. Features
-    are padded with zero columns (never split on), samples with weight-0 rows.
+    are padded with zero columns (never split on), samples with weight-0 rows up to the bucketed
+    size of the largest problem (:mod:`jaxtree.shapes`).
 
     Args:
       trees: P trees; Xs: P arrays ``[n_p, D_p]``; ys: P arrays ``[n_p]``;
@@ -479,7 +510,7 @@ def stack_problems(trees, Xs, ys, weights=None):
     weights = [np.ones(len(y)) for y in ys] if weights is None else weights
     depth = max(t.depth for t in trees)
     dims = max(np.shape(X)[1] for X in Xs)
-    n = max(len(y) for y in ys)
+    n = shapes.padded(max(len(y) for y in ys))
     padded = [pad_complete(t, depth, dims) for t in trees]
     tree = jax.tree.map(lambda *a: jnp.stack(a), *padded)
     X = jnp.stack([jnp.pad(jnp.asarray(X, tree.threshold.dtype),
@@ -499,7 +530,7 @@ def batch_paper_search(tree: Tree, X: Array, y: Array, weight: Array, train_mask
     """
     masks = np.asarray(train_masks, bool)
     return _batch_paper_search(tree, X, y, weight, masks, num_classes, votes_fn,
-                               tuple(directions), int((~masks).sum(axis=-1).max()))
+                               tuple(directions), validation_slots(masks))
 
 
 @functools.partial(jax.jit, static_argnames=("num_classes", "votes_fn", "directions",

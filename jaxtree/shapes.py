@@ -1,0 +1,284 @@
+"""Shapes rounded up to a few buckets, so that a refit at a new size reuses compiled programs.
+
+``jax.jit`` compiles once per set of input shapes. The shapes of a fit come from the data: the
+number of training points, the levels and width of a compact T0 (every CART tree has its own),
+the size of the validation parts, the number of test points. Left exact, every fit at a new
+training size (each fold of a cross-validation, each bootstrap, each point of a learning curve)
+compiles afresh, for seconds, to do milliseconds of work. So every size that becomes an array
+shape is rounded up, and the arrays are padded with entries that change no result:
+
+* **samples** (:func:`sample_size`, :func:`pad_sample`): rows of weight 0 (their class counts
+  add exact zeros); padded rows are in the training part of every fold
+  (:func:`pad_fold_masks`), so no validation part sees them;
+* **validation parts**: ``ceil(n' / k)`` slots for ``n'`` padded points and ``k`` folds
+  (:func:`validation_size`), a function of the padded size alone;
+* **trees** (:func:`pad_tree`): a compact layout is padded in levels and width (new slots are
+  never internal and hang below a leaf, :func:`jaxtree.compact.pad_compact`); a complete heap
+  layout keeps its depth (its ``2**(D0+1) - 1`` slots double from one depth to the next, and
+  the default KD depth ``ceil(log2 n)`` changes only when ``n`` doubles) unless a tree one level
+  deeper was compiled already (below);
+* **test points** (:func:`pad_rows`): any rows, sliced off the result.
+
+The class count is not padded: it is fixed for a dataset, so refits at new sizes share it.
+
+**The rule.** A new size ``s`` is rounded up by :func:`bucket` to an even number with at most
+three significant bits: 2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, … — at
+most 25 % of padding, 4 buckets per doubling (sizes 2000 to 4000 fall into 2048, 2560, 3072,
+3584 and 4096). A tree's levels and width and a sample's size grow together, so a fit at a new
+size would still often meet a new combination of buckets; hence **shapes already used in this
+process are reused** when they hold the new tree and sample at most :data:`REUSE_FACTOR` (2)
+times the bucketed size in each of the tree's slots and the sample's rows: the smallest such
+shape wins, and a fit that fits a compiled shape costs its (larger) work, not a compilation.
+Padding changes no result (tested bit for bit: statistics, weights, selected λ's, predictions),
+so the shapes depend on what the process fitted before, the results do not.
+
+The estimators, :mod:`jaxtree.select` and the experiments use these helpers. The functional
+API (``node_stats``, ``vote``, ``subtree_log_weights``, …) takes the shapes it is given, so
+that it composes with your own ``jit`` and ``vmap``: pad with these helpers to share
+compilations there too. :func:`exact_shapes` turns the rounding off (for comparisons and
+debugging); :func:`forget_shapes` empties the record of shapes used.
+
+**Across processes**, compiled programs are kept on disk by JAX's persistent compilation cache:
+:func:`enable_compilation_cache`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import pathlib
+import threading
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxtree.compact import CompactLayout, pad_compact
+from jaxtree.layout import CompleteLayout, pad_complete
+from jaxtree.stats import NodeStats, node_stats
+from jaxtree.tree import Tree
+
+#: A shape used before in this process is reused for a new tree or sample when it is at most
+#: this many times the bucketed size (in slots of the tree, in rows of the sample).
+REUSE_FACTOR = 2
+
+_local = threading.local()
+_lock = threading.Lock()
+_tree_shapes: dict = {}     # tree family -> set of tree shapes used
+_sample_sizes: dict = {}    # (tree family, tree shape) -> set of padded sample sizes used
+
+
+def bucket(size: int) -> int:
+    """``size`` rounded up to an even number with at most three significant bits (module
+    docstring): ``size <= bucket(size) <= 1.25 * size`` for ``size >= 8``; 0 stays 0."""
+    size = int(size)
+    if size < 0:
+        raise ValueError(f"size must be >= 0; got {size}")
+    if size <= 8:
+        return size + size % 2
+    step = 2 ** (size.bit_length() - 3)
+    return -(-size // step) * step
+
+
+def bucketing() -> bool:
+    """True unless inside :func:`exact_shapes`."""
+    return getattr(_local, "bucketing", True)
+
+
+@contextlib.contextmanager
+def exact_shapes():
+    """Within this context (in this thread) the estimators, :mod:`jaxtree.select` and the
+    padding helpers use exact sizes: every new size compiles afresh. Results are the same."""
+    before = bucketing()
+    _local.bucketing = False
+    try:
+        yield
+    finally:
+        _local.bucketing = before
+
+
+def forget_shapes() -> None:
+    """Forget the shapes used so far: the next fits take fresh buckets (:func:`bucket`)."""
+    with _lock:
+        _tree_shapes.clear()
+        _sample_sizes.clear()
+
+
+def padded(size: int) -> int:
+    """``bucket(size)`` (``size`` itself inside :func:`exact_shapes`): the row count of a batch
+    of points whose shape no other array shares (test points, stacked problems)."""
+    return bucket(size) if bucketing() else int(size)
+
+
+def validation_size(num_points: int, folds: int) -> int:
+    """Slots for the validation part of each of ``folds`` folds of ``num_points`` (padded)
+    points: ``ceil(num_points / folds)``, at least the largest part of any split of these points
+    that :func:`jaxtree.select.fold_masks` deals, and a function of the padded size alone."""
+    return -(-int(num_points) // int(folds))
+
+
+# ---------------------------------------------------------------------------------------------
+# Choosing shapes
+def pad_tree(tree: Tree, num_points: Optional[int] = None) -> Tree:
+    """T0 in a shared shape (module docstring): the smallest shape used before in this process
+    that holds it within :data:`REUSE_FACTOR` times its bucketed slots — preferring one used
+    with a sample size that holds ``num_points`` (the training points of the fit) — else its
+    bucketed shape (a compact layout: ``bucket`` of its levels and of its width; a complete
+    layout: its own depth). The tree itself inside :func:`exact_shapes`."""
+    if not bucketing():
+        return tree
+    family, own = _family(tree), _bucketed_shape(tree)
+    with _lock:
+        used = _tree_shapes.setdefault(family, set())
+        fits = [shape for shape in used if _holds(shape, tree)
+                and _slots(shape) <= REUSE_FACTOR * _slots(own)]
+
+        def cost(shape):
+            with_sample = num_points is not None and _reusable_size(
+                _sample_sizes.get((family, shape), ()), num_points) is not None
+            return (not with_sample, _slots(shape), shape)
+
+        shape = min(fits, key=cost) if fits else own
+        used.add(shape)
+    return _pad_to(tree, shape)
+
+
+def sample_size(tree: Tree, num_points: int) -> int:
+    """The row count to pad a sample of ``num_points`` points to, for (padded) ``tree``: the
+    smallest size used before with a tree of this shape that holds it within
+    :data:`REUSE_FACTOR` times its bucket, else ``bucket(num_points)``; ``num_points`` itself
+    inside :func:`exact_shapes`."""
+    if not bucketing():
+        return int(num_points)
+    key = (_family(tree), _shape(tree))
+    with _lock:
+        used = _sample_sizes.setdefault(key, set())
+        size = _reusable_size(used, num_points)
+        size = bucket(num_points) if size is None else size
+        used.add(size)
+    return size
+
+
+def _reusable_size(used, num_points: int) -> Optional[int]:
+    fits = [size for size in used if num_points <= size <= REUSE_FACTOR * bucket(num_points)]
+    return min(fits) if fits else None
+
+
+def _family(tree: Tree) -> tuple:
+    """What besides its shape a tree shares with the trees whose compiled programs it can
+    use: layout kind, clipping, oblique or not, feature count, dtype."""
+    return (type(tree.layout).__name__, tree.clip, tree.coef is None, tree.num_features,
+            str(tree.threshold.dtype))
+
+
+def _shape(tree: Tree) -> tuple:
+    if isinstance(tree.layout, CompactLayout):
+        return (tree.num_levels, tree.width)
+    return (tree.layout.depth,)
+
+
+def _bucketed_shape(tree: Tree) -> tuple:
+    if isinstance(tree.layout, CompactLayout):
+        return (bucket(tree.num_levels), bucket(tree.width))
+    return _shape(tree)
+
+
+def _slots(shape: tuple) -> int:
+    """Work of a tree shape, in slots (a complete heap of depth D0: ``2**(D0+1)``)."""
+    return shape[0] * shape[1] if len(shape) == 2 else 2 ** (shape[0] + 1)
+
+
+def _holds(shape: tuple, tree: Tree) -> bool:
+    return all(size >= own for size, own in zip(shape, _shape(tree)))
+
+
+def _pad_to(tree: Tree, shape: tuple) -> Tree:
+    if shape == _shape(tree):
+        return tree
+    if isinstance(tree.layout, CompleteLayout):
+        return pad_complete(tree, shape[0], tree.num_features)
+    return pad_compact(tree, *shape)
+
+
+# ---------------------------------------------------------------------------------------------
+# Padding
+def pad_rows(x, size: int, value=0):
+    """``x`` ``[n, ...]`` with rows of ``value`` appended up to ``size`` rows (``size >= n``).
+
+    NumPy in, NumPy out (padded on the host: no compilation per size); a JAX array is padded
+    with ``jnp.pad`` (it stays on its device)."""
+    extra = int(size) - np.shape(x)[0]
+    if extra < 0:
+        raise ValueError(f"cannot pad {np.shape(x)[0]} rows to {size}")
+    if extra == 0:
+        return x
+    widths = ((0, extra),) + ((0, 0),) * (np.ndim(x) - 1)
+    if isinstance(x, jax.Array):
+        return jnp.pad(x, widths, constant_values=value)
+    return np.pad(np.asarray(x), widths, constant_values=value)
+
+
+def pad_sample(X, y, sample_weight=None, size: Optional[int] = None):
+    """A sample padded with weight-0 rows to ``size`` rows (default :func:`padded` of its own).
+
+    Args:
+      X: ``[n, D]`` float points (NumPy or JAX); y: ``[n]`` int labels; sample_weight: optional
+        ``[n]`` (default ones, in ``X``'s dtype).
+      size: the padded row count (>= n).
+
+    Returns:
+      ``(X [size, D], y [size], weight [size])``: padding rows are 0 with label 0 and weight 0,
+      so they add exact zeros to every count.
+    """
+    n = np.shape(X)[0]
+    size = padded(n) if size is None else int(size)
+    if sample_weight is None:
+        sample_weight = np.ones(n, X.dtype)
+    return pad_rows(X, size), pad_rows(y, size), pad_rows(sample_weight, size)
+
+
+def padded_node_stats(tree: Tree, X, y, num_classes: int, sample_weight=None) -> NodeStats:
+    """:func:`jaxtree.node_stats` of the sample padded to :func:`sample_size` rows: the same
+    statistics (bit for bit), compiled once per shape."""
+    X, y, weight = pad_sample(X, y, sample_weight, sample_size(tree, np.shape(X)[0]))
+    return node_stats(tree, X, y, num_classes, weight)
+
+
+def pad_fold_masks(train_masks, size: int) -> np.ndarray:
+    """``[k, n]`` fold masks (True in a fold's training part) padded to ``[k, size]`` with True:
+    padding rows (weight 0) belong to every training part and to no validation part."""
+    masks = np.asarray(train_masks, bool)
+    return np.pad(masks, ((0, 0), (0, int(size) - masks.shape[1])), constant_values=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Persistent compilation cache
+def default_cache_dir() -> pathlib.Path:
+    """``$XDG_CACHE_HOME/jaxtree/jax``, or ``~/.cache/jaxtree/jax`` when that is unset."""
+    root = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(root) / "jaxtree" / "jax"
+
+
+def enable_compilation_cache(path=None) -> pathlib.Path:
+    """Turn on JAX's persistent compilation cache: compiled programs are written to ``path``
+    (default :func:`default_cache_dir`) and read back by later processes instead of compiling.
+
+    Every program is kept, however quick its compilation (``jax_persistent_cache_min_compile_time_secs``
+    = 0: a fit also compiles many small ones). Safe to call after JAX has compiled something:
+    the cache is re-initialised. Affects the whole process (it sets JAX's global configuration),
+    so call it from scripts, not from library code. Only point it at a directory that you alone
+    can write: JAX loads what it finds there as executable code.
+
+    Returns:
+      the cache directory (created if missing).
+    """
+    from jax.experimental.compilation_cache import compilation_cache
+
+    directory = pathlib.Path(default_cache_dir() if path is None else path).expanduser()
+    directory.mkdir(parents=True, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", str(directory))
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    compilation_cache.reset_cache()   # a compilation before this call may have disabled it
+    return directory
+

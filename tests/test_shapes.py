@@ -1,0 +1,206 @@
+"""Bucketed shapes: the rule, and padding that changes no result, bit for bit (statistics, folds,
+weights, validation errors); the persistent compilation cache."""
+
+import contextlib
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxtree
+from jaxtree import select, shapes
+from jaxtree.compact import CompactLayout
+
+L = 3
+
+
+def _data(n, seed=0, dims=4):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, dims)).astype(np.float32)
+    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5).astype(int)
+    y = np.where(rng.random(n) < 0.2, rng.integers(0, L, n), y)
+    return X, y
+
+
+@pytest.fixture(autouse=True)
+def fresh_shapes():
+    """Every test starts with no shapes used (they are shared process-wide)."""
+    shapes.forget_shapes()
+    yield
+    shapes.forget_shapes()
+
+
+def real_slots(values, tree, padded):
+    """The entries of per-node ``values`` of ``padded`` (a padded copy of ``tree``) at the
+    slots of ``tree``: the same slot in a heap, ``(level, position)`` in a compact layout."""
+    values = np.asarray(values)
+    if not isinstance(tree.layout, CompactLayout):
+        return values[:tree.num_nodes]
+    grid = values.reshape(padded.num_levels, padded.width, *values.shape[1:])
+    return grid[:tree.num_levels, :tree.width].reshape(tree.num_nodes, *values.shape[1:])
+
+
+def test_bucket_rule():
+    sizes = np.arange(0, 5000)
+    buckets = np.array([shapes.bucket(int(s)) for s in sizes])
+    assert (buckets >= sizes).all() and (buckets % 2 == 0).all()
+    assert (np.diff(buckets) >= 0).all()                                   # monotone
+    assert all(shapes.bucket(b) == b for b in buckets)                     # idempotent
+    big = sizes >= 8
+    assert (buckets[big] <= 1.25 * sizes[big]).all()                       # ≤ 25 % padding
+    # at most three significant bits
+    assert all(len(bin(b).rstrip("0")) - 2 <= 3 for b in buckets.tolist() if b > 0)
+    assert sorted({shapes.bucket(s) for s in range(2000, 4001)}) == [2048, 2560, 3072, 3584, 4096]
+    assert [shapes.bucket(s) for s in (0, 1, 2, 3, 9, 17, 33)] == [0, 2, 2, 4, 10, 20, 40]
+    with pytest.raises(ValueError, match="size"):
+        shapes.bucket(-1)
+
+
+def test_exact_shapes_turns_padding_off():
+    assert shapes.padded(1000) == 1024
+    with shapes.exact_shapes():
+        assert shapes.padded(1000) == 1000 and not shapes.bucketing()
+        with pytest.raises(RuntimeError):
+            with shapes.exact_shapes():
+                raise RuntimeError
+        assert not shapes.bucketing()          # an inner context restores the outer one
+    assert shapes.bucketing() and shapes.padded(1000) == 1024
+
+
+def test_pad_rows_and_masks():
+    x = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_array_equal(shapes.pad_rows(x, 5), np.r_[x, np.zeros((2, 2))])
+    padded = shapes.pad_rows(jnp.asarray(x), 4, value=7)
+    assert isinstance(padded, jax.Array) and padded.shape == (4, 2) and (padded[3] == 7).all()
+    with pytest.raises(ValueError, match="cannot pad"):
+        shapes.pad_rows(x, 2)
+    masks = shapes.pad_fold_masks(select.fold_masks(5, 2), 8)
+    assert masks.shape == (2, 8) and masks[:, 5:].all()     # padding: training in every fold
+
+
+def test_padded_sample_gives_identical_statistics(precision):
+    X, y = _data(203)
+    tree = jaxtree.kd_tree(X, max_depth=6, y=y)
+    Xp, yp, wp = shapes.pad_sample(X, y)
+    assert Xp.shape[0] == shapes.bucket(203) == 224 and (wp[203:] == 0).all()
+    exact = jaxtree.node_stats(tree, X, jnp.asarray(y), L)
+    padded = jaxtree.node_stats(tree, Xp, jnp.asarray(yp), L, sample_weight=jnp.asarray(wp))
+    np.testing.assert_array_equal(exact.counts, padded.counts)
+    np.testing.assert_array_equal(exact.label, padded.label)
+
+
+@pytest.mark.parametrize("partition", ["cart", pytest.param("dyadic", marks=pytest.mark.slow)])
+def test_padded_compact_tree_gives_identical_weights(partition, precision):
+    X, y = _data(300, seed=1)
+    tree = (jaxtree.cart_tree(X, y) if partition == "cart"
+            else jaxtree.dyadic_tree(X, max_depth=40, y=y, layout="compact"))
+    assert isinstance(tree.layout, CompactLayout)
+    padded = shapes.pad_tree(tree)
+    assert (padded.num_levels, padded.width) == (shapes.bucket(tree.num_levels),
+                                                 shapes.bucket(tree.width))
+    assert padded.num_nodes > tree.num_nodes       # this tree's shape is not a bucket
+    results = []
+    for t in (tree, padded):
+        stats = jaxtree.node_stats(t, X, jnp.asarray(y), L)
+        log_w = jaxtree.pacbayes_log_weights(t, stats, 3.0, 0.5)
+        results.append((stats.counts, log_w, jaxtree.vote(t, stats.label, log_w, X, L)))
+    (counts, log_w, proba), (counts_p, log_w_p, proba_p) = results
+    np.testing.assert_array_equal(counts, real_slots(counts_p, tree, padded))
+    np.testing.assert_array_equal(log_w, real_slots(log_w_p, tree, padded))
+    assert np.isneginf(np.asarray(log_w_p)).sum() == (np.isneginf(np.asarray(log_w)).sum()
+                                                      + padded.num_nodes - tree.num_nodes)
+    np.testing.assert_array_equal(proba, proba_p)
+    with shapes.exact_shapes():
+        assert shapes.pad_tree(tree) is tree
+
+
+def test_complete_tree_keeps_its_depth_or_reuses_one_level_more():
+    X, y = _data(100)
+    shallow, deep = (jaxtree.kd_tree(X, max_depth=d, y=y) for d in (5, 6))
+    assert shapes.pad_tree(deep) is deep                # nothing used yet: its own depth
+    reused = shapes.pad_tree(shallow)                   # depth 6 is used: twice the slots
+    assert reused.layout.depth == 6
+    np.testing.assert_array_equal(reused.internal[:shallow.num_nodes], shallow.internal)
+    shapes.forget_shapes()
+    shapes.pad_tree(jaxtree.kd_tree(X, max_depth=7, y=y))
+    assert shapes.pad_tree(shallow) is shallow          # depth 7 would be 4x: not reused
+
+
+def test_used_shapes_are_reused_within_the_factor():
+    X, y = _data(400, seed=3)
+    big = jaxtree.cart_tree(X, y)
+    small = jaxtree.cart_tree(X[:150], y[:150])
+    tiny = jaxtree.cart_tree(X[:12], y[:12])
+    assert small.num_levels <= big.num_levels and small.width <= big.width
+    padded_big = shapes.pad_tree(big, 400)
+    assert (padded_big.num_levels, padded_big.width) == (shapes.bucket(big.num_levels),
+                                                        shapes.bucket(big.width))
+    assert shapes.sample_size(padded_big, 400) == 448
+    padded_small = shapes.pad_tree(small, 300)
+    big_slots = padded_big.num_nodes
+    if big_slots <= shapes.REUSE_FACTOR * shapes.bucket(small.num_levels) * shapes.bucket(
+            small.width):
+        assert padded_small.layout.width == padded_big.layout.width
+    assert shapes.sample_size(padded_big, 300) == 448          # 448 <= 2 * bucket(300) = 640
+    assert shapes.sample_size(padded_big, 150) == 160          # 448 > 2 * 160: a new bucket
+    assert shapes.sample_size(padded_big, 140) == 160          # ... reused from now on
+    padded_tiny = shapes.pad_tree(tiny, 12)
+    assert (padded_tiny.num_levels, padded_tiny.width) == (shapes.bucket(tiny.num_levels),
+                                                          shapes.bucket(tiny.width))
+    with shapes.exact_shapes():
+        assert shapes.pad_tree(small, 150) is small and shapes.sample_size(small, 150) == 150
+
+
+def test_bucketed_folds_give_identical_errors_and_choice(precision):
+    # 203 points in 3 folds: exact validation parts of 68, 68 and 67 points; bucketed, the
+    # sample is padded to 224 and every part to 75 slots
+    X, y = _data(203, seed=2)
+    tree = jaxtree.kd_tree(X, max_depth=5, y=y, split="spread")
+    masks = select.fold_masks(203, 3, seed=1)
+    out = {}
+    for bucketed in (True, False):
+        with contextlib.nullcontext() if bucketed else shapes.exact_shapes():
+            folds = select.prepare_folds(tree, X, jnp.asarray(y), L, masks)
+            out[bucketed] = (folds, select.paper_search(tree, folds, select.pacbayes_votes,
+                                                        base_grid=2.0 ** np.array([-3, 0, 4]),
+                                                        linear_size=3))
+    (folds_b, search_b), (folds_e, search_e) = out[True], out[False]
+    assert folds_b.path.shape[1] == 75 and folds_e.path.shape[1] == 68
+    np.testing.assert_array_equal(folds_b.train.counts, folds_e.train.counts)
+    np.testing.assert_array_equal(folds_b.weight.sum(axis=1), folds_e.weight.sum(axis=1))
+    for stage in range(2):
+        np.testing.assert_array_equal(search_b.errors[stage], search_e.errors[stage])
+    errors = np.asarray(search_e.errors[0])
+    assert errors.min() < errors.max()                    # the grid matters on this problem
+    assert {k: float(v) for k, v in search_b.best_params.items()} == \
+        {k: float(v) for k, v in search_e.best_params.items()}
+
+
+def test_validation_slots():
+    masks = select.fold_masks(10, 3)                      # parts of 4, 3, 3 points
+    assert select.validation_slots(masks) == 4
+    uneven = np.ones((2, 10), bool)
+    uneven[0, :9] = False                                 # a validation part of 9 points
+    assert select.validation_slots(uneven) == 10          # padded(9) > ceil(10 / 2)
+    X, y = _data(10)
+    with pytest.raises(ValueError, match="train_masks"):
+        select.prepare_folds(jaxtree.kd_tree(X, max_depth=2), X, y, L, masks[:, :5])
+
+
+def test_enable_compilation_cache(tmp_path, monkeypatch):
+    before = {name: getattr(jax.config, name) for name in
+              ("jax_compilation_cache_dir", "jax_persistent_cache_min_compile_time_secs")}
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert shapes.default_cache_dir() == tmp_path / "xdg" / "jaxtree" / "jax"
+    try:
+        path = shapes.enable_compilation_cache(tmp_path / "cache")
+        assert path.is_dir() and jax.config.jax_compilation_cache_dir == str(path)
+        # a program compiled now (a shape no other test uses) is written to the cache
+        jax.jit(lambda v: jnp.cumsum(v * 3.0) - 1)(jnp.ones(4093)).block_until_ready()
+        assert any(path.iterdir())
+    finally:
+        from jax.experimental.compilation_cache import compilation_cache
+        for name, value in before.items():
+            jax.config.update(name, value)
+        compilation_cache.reset_cache()
