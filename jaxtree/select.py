@@ -274,24 +274,45 @@ def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAY
       errors_fn: replaces :func:`grid_errors` (same arguments and result); the distributed fit
         splits the settings over processes with it.
     """
-    base = jnp.asarray(base_grid)
-    grid0 = product_grid({name: base for name, _ in directions}, directions)
     errors_fn = grid_errors if errors_fn is None else errors_fn
-    errors0 = errors_fn(tree, folds, votes_fn, _with_fixed(grid0, fixed), batch_size)
+    grid0 = _first_grid(jnp.asarray(base_grid), tuple(directions), fixed or {})
+    errors0 = errors_fn(tree, folds, votes_fn, grid0, batch_size)
     if progress is not None:
         progress(errors0.shape[0])
-    best0 = jnp.argmin(errors0.sum(axis=1))
-    steps = jnp.linspace(0.5, 2.0, linear_size)
-    grid1 = product_grid({name: grid0[name][best0] * steps for name, _ in directions},
-                         directions)
-    errors1 = errors_fn(tree, folds, votes_fn, _with_fixed(grid1, fixed), batch_size)
+    grid1 = _second_grid(grid0, errors0, tuple(directions), linear_size, fixed or {})
+    errors1 = errors_fn(tree, folds, votes_fn, grid1, batch_size)
     if progress is not None:
         progress(errors1.shape[0])
+    return _search_result(grid0, errors0, grid1, errors1, folds.weight, tuple(directions))
+
+
+# The steps between the two stages, each one program: run eagerly, their dozen small jnp ops
+# compiled one by one (about a second of a first fit); inside a caller's jit they are inlined.
+@functools.partial(jax.jit, static_argnames="directions")
+def _first_grid(base, directions, fixed):
+    """Stage 0: the product of ``base`` over every tuned parameter, with the fixed ones."""
+    return _with_fixed(product_grid({name: base for name, _ in directions}, directions), fixed)
+
+
+@functools.partial(jax.jit, static_argnames=("directions", "linear_size"))
+def _second_grid(grid0, errors0, directions, linear_size, fixed):
+    """Stage 1: ``linear_size`` values from half to twice stage 0's best, per parameter."""
+    best0 = jnp.argmin(errors0.sum(axis=1))
+    steps = jnp.linspace(0.5, 2.0, linear_size)
+    return _with_fixed(product_grid({name: grid0[name][best0] * steps for name, _ in directions},
+                                    directions), fixed)
+
+
+@functools.partial(jax.jit, static_argnames="directions")
+def _search_result(grid0, errors0, grid1, errors1, weight, directions) -> GridSearchResult:
     total1 = errors1.sum(axis=1)
     best1 = jnp.argmin(total1)
-    num_valid = folds.weight.sum(axis=1)
-    return GridSearchResult(grids=(grid0, grid1), errors=(errors0, errors1), num_valid=num_valid,
-                            best_params={name: grid1[name][best1] for name, _ in directions},
+    num_valid = weight.sum(axis=1)
+    names = [name for name, _ in directions]
+    return GridSearchResult(grids=({name: grid0[name] for name in names},
+                                   {name: grid1[name] for name in names}),
+                            errors=(errors0, errors1), num_valid=num_valid,
+                            best_params={name: grid1[name][best1] for name in names},
                             best_error=total1[best1] / num_valid.sum())
 
 
