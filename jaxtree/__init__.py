@@ -34,6 +34,7 @@ from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_offsets, pacbayes_p
                               pacbayes_theory_potentials, scores_from_paths, vote)
 from jaxtree.select import (batch_fit_scores, batch_paper_search, fold_masks, gradient_tune,
                             grid_errors, paper_search, prepare_folds, stack_problems, tune)
+from jaxtree.shapes import enable_compilation_cache
 from jaxtree.stats import NodeStats, node_stats, node_stats_from_chunks
 from jaxtree.tree import Tree, leaf_of, route
 from jaxtree import distributed, launch  # rows spread over JAX processes; a local launcher

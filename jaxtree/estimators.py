@@ -38,7 +38,7 @@ from jaxtree.cart import cart_tree
 from jaxtree.oblique import margin_bound, node_margins, oblique_tree
 from jaxtree.pacbayes import pacbayes_log_weights, pacbayes_theory_log_weights, vote
 from jaxtree.tree import scale_points
-from jaxtree import hsvote, prune
+from jaxtree import hsvote, prune, shapes
 from jaxtree.engine import best_pruning
 from jaxtree.stats import node_stats
 from jaxtree.validation import float_dtype
@@ -69,7 +69,9 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
     """Shared shell: input checks, label encoding, T0 and its statistics.
 
     Subclasses implement ``_fit_tree(stats, X, y)`` (after ``tree_`` exists) and
-    ``_scores(X) -> [n, L]``.
+    ``_scores(X) -> [n, L]``. ``tree_`` is T0 padded to a shared shape and the arrays the jitted
+    functions see are padded likewise (:mod:`jaxtree.shapes`), so refits at new sizes reuse
+    compiled programs; the padding slots of ``tree_`` are never internal (log weight −inf).
 
     Tuning hook: a subclass with a ``tune`` parameter implements ``_tuning_spec()`` and reads its
     tuned parameters with ``self._param(name)`` in ``_fit_tree``; ``fit`` then selects them by CV
@@ -99,8 +101,10 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         classes, y_encoded = np.unique(y, return_inverse=True)
         self._check_classes(classes)
         self.classes_ = classes
-        self.tree_ = self._build_tree(X, y_encoded)
-        self.stats_ = node_stats(self.tree_, X, jnp.asarray(y_encoded), self._num_stat_classes())
+        # T0 and the sample padded to shared shapes (jaxtree.shapes): refits compile nothing
+        self.tree_ = shapes.pad_tree(self._build_tree(X, y_encoded), X.shape[0])
+        self.stats_ = shapes.padded_node_stats(self.tree_, X, y_encoded,
+                                               self._num_stat_classes())
         self._select_params(X, y_encoded)
         self._fit_tree(self.stats_, X, y_encoded)
         return self
@@ -110,7 +114,8 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         with _naming("X"):
             X = validate_data(self, X, reset=False, dtype=float_dtype())
-        return np.asarray(self._scores(X))
+        n = X.shape[0]
+        return np.asarray(self._scores(shapes.pad_rows(X, shapes.padded(n))))[:n]
 
     def predict(self, X):
         """``[n]`` predicted labels (values from ``classes_``)."""
@@ -247,8 +252,10 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         (:mod:`jaxtree.select`). Cost: T0 and the routing are shared; each setting costs one
         up/down pass and a vote per fold. Measured on a loaded 2-core CPU
         (``experiments/bench_select.py``): the 200 settings take ~0.1 s on spam and 1.5–5 s
-        on letter (18000 × 16, 26 classes), but the first fit at a new tree depth / sample
-        size compiles for 10–50 s. Give ``lam1`` and ``lam2`` (or ``tune=None``) to skip it.
+        on letter (18000 × 16, 26 classes), but a first fit compiles for 10–50 s; a refit
+        whose tree and sample fit shapes already compiled does not (:mod:`jaxtree.shapes`),
+        and :func:`jaxtree.enable_compilation_cache` keeps the compiled programs across
+        processes. Give ``lam1`` and ``lam2`` (or ``tune=None``) to skip the search.
       cv, random_state: number of CV folds and the seed that deals them (and, with
         ``partition="cart"``, breaks ties between features in the grown tree).
       distributed: False, or True: ``fit(X, y)`` gets this process's block of rows spread over
@@ -392,8 +399,8 @@ class PrunedTreeClassifier(TreeClassifierBase):
         holdout_err = None
         if self._uses_holdout():
             grow, held = self._split_sample(X.shape[0])
-            stats = node_stats(tree, X[grow], jnp.asarray(y[grow]), num_classes)
-            counts2 = node_stats(tree, X[held], jnp.asarray(y[held]), num_classes).counts
+            stats = shapes.padded_node_stats(tree, X[grow], y[grow], num_classes)
+            counts2 = shapes.padded_node_stats(tree, X[held], y[held], num_classes).counts
             holdout_err = prune.holdout_errors(counts2, stats.label)
             self.stats_ = stats
         log_h = (prune.log_num_tests_of(tree) if self.num_tests is None
