@@ -52,8 +52,8 @@ import numpy as np
 from tqdm import tqdm
 
 from experiments import datasets
+from jaxtree import shapes
 from jaxtree.build import dyadic_tree, kd_tree
-from jaxtree.compact import CompactLayout, pad_compact
 from jaxtree.hsvote import hs_votes
 from jaxtree.prune import c1_votes, km_votes, optimistic_votes, sn_votes
 from jaxtree.select import (LOG_GRID, LINEAR_GRID_SIZE, PACBAYES_DIRECTIONS, fold_masks,
@@ -150,22 +150,12 @@ def paper_depth(partition: str, n: int, dims: int) -> int:
 
 def build_tree(partition: str, X: np.ndarray, y: np.ndarray, split: str = "cycle"):
     """T0 on the training set (:func:`paper_depth`; purity / 2-point stopping), in whichever
-    layout takes less memory. A compact layout is padded to :func:`bucket` sizes, so that the runs
-    of a dataset share array shapes and jit compiles each function once per dataset."""
+    layout takes less memory, padded to a shared shape (:func:`jaxtree.shapes.pad_tree`) so that
+    the runs of a dataset share array shapes and jit compiles each function once per dataset."""
     builder = dyadic_tree if partition == "dyadic" else kd_tree
     tree = builder(X, max_depth=paper_depth(partition, *X.shape), y=y, split=split,
                    layout="auto")
-    if isinstance(tree.layout, CompactLayout):
-        tree = pad_compact(tree, bucket(tree.num_levels), bucket(tree.width))
-    return tree
-
-
-def bucket(size: int) -> int:
-    """``size`` rounded up to an even number with at most three significant bits (≤ 25 % more)."""
-    if size <= 8:
-        return size + size % 2
-    step = 2 ** (int(math.floor(math.log2(size))) - 2)
-    return -(-size // step) * step
+    return shapes.pad_tree(tree, X.shape[0])
 
 
 def split_indices(n: int, train: int, test: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
