@@ -152,29 +152,26 @@ def test_used_shapes_are_reused_within_the_factor():
         assert shapes.pad_tree(small, 150) is small and shapes.sample_size(small, 150) == 150
 
 
-def test_bucketed_folds_give_identical_errors_and_choice(precision):
+def test_bucketed_folds_give_identical_errors(precision):
     # 203 points in 3 folds: exact validation parts of 68, 68 and 67 points; bucketed, the
     # sample is padded to 224 and every part to 75 slots
     X, y = _data(203, seed=2)
     tree = jaxtree.kd_tree(X, max_depth=5, y=y, split="spread")
     masks = select.fold_masks(203, 3, seed=1)
+    grid = select.product_grid({"lam1": 2.0 ** np.array([-3, 0, 4]),
+                                "lam2": 2.0 ** np.array([-4, -1, 2])},
+                               select.PACBAYES_DIRECTIONS)
     out = {}
     for bucketed in (True, False):
         with contextlib.nullcontext() if bucketed else shapes.exact_shapes():
             folds = select.prepare_folds(tree, X, jnp.asarray(y), L, masks)
-            out[bucketed] = (folds, select.paper_search(tree, folds, select.pacbayes_votes,
-                                                        base_grid=2.0 ** np.array([-3, 0, 4]),
-                                                        linear_size=3))
-    (folds_b, search_b), (folds_e, search_e) = out[True], out[False]
+            out[bucketed] = (folds, select.grid_errors(tree, folds, select.pacbayes_votes, grid))
+    (folds_b, errors_b), (folds_e, errors_e) = out[True], out[False]
     assert folds_b.path.shape[1] == 75 and folds_e.path.shape[1] == 68
     np.testing.assert_array_equal(folds_b.train.counts, folds_e.train.counts)
     np.testing.assert_array_equal(folds_b.weight.sum(axis=1), folds_e.weight.sum(axis=1))
-    for stage in range(2):
-        np.testing.assert_array_equal(search_b.errors[stage], search_e.errors[stage])
-    errors = np.asarray(search_e.errors[0])
-    assert errors.min() < errors.max()                    # the grid matters on this problem
-    assert {k: float(v) for k, v in search_b.best_params.items()} == \
-        {k: float(v) for k, v in search_e.best_params.items()}
+    np.testing.assert_array_equal(errors_b, errors_e)
+    assert np.asarray(errors_e).min() < np.asarray(errors_e).max()   # the grid matters here
 
 
 def test_validation_slots():
@@ -204,3 +201,27 @@ def test_enable_compilation_cache(tmp_path, monkeypatch):
         for name, value in before.items():
             jax.config.update(name, value)
         compilation_cache.reset_cache()
+
+
+@pytest.mark.parametrize("partition", [pytest.param("kd", marks=pytest.mark.slow), "cart",
+                                       pytest.param("dyadic", marks=pytest.mark.slow)])
+def test_bucketed_estimator_fits_are_identical(partition):
+    # the λ's chosen, the CV curve, the weights and the predictions (a CART T0 pads both the
+    # tree and the sample; the KD and dyadic cases are slow)
+    X, y = _data(203, seed=4)
+    X_test, _ = _data(77, seed=5)
+    fits = {}
+    for bucketed in (True, False):
+        with contextlib.nullcontext() if bucketed else shapes.exact_shapes():
+            model = jaxtree.PACBayesTreeClassifier(partition=partition).fit(X, y)
+            fits[bucketed] = (model, model.predict_proba(X_test))
+    (padded, proba_p), (exact, proba_e) = fits[True], fits[False]
+    if partition == "cart":
+        assert padded.tree_.num_nodes > exact.tree_.num_nodes     # the padding is exercised
+    assert padded.best_params_ == exact.best_params_
+    np.testing.assert_array_equal(padded.cv_results_["mean_test_score"],
+                                  exact.cv_results_["mean_test_score"])
+    np.testing.assert_array_equal(real_slots(padded.node_log_weights_, exact.tree_, padded.tree_),
+                                  exact.node_log_weights_)
+    np.testing.assert_array_equal(proba_p, proba_e)
+    np.testing.assert_array_equal(padded.predict(X_test), exact.predict(X_test))
