@@ -94,8 +94,9 @@ class CompactLayout:
             parent_pos[level, :m] = parents[level]
             # padding hangs below a node that is not split (one exists: at most W/2 are split)
             parent_pos[level, m:] = np.argmin(split[level - 1])
-        return cls(jnp.asarray(child_pos, jnp.int32), jnp.asarray(parent_pos, jnp.int32),
-                   levels - 1, width)
+        # converted on the host and device_put: jnp.asarray compiles a small program per shape
+        return cls(jax.device_put(child_pos.astype(np.int32)),
+                   jax.device_put(parent_pos.astype(np.int32)), levels - 1, width)
 
     @staticmethod
     def width_for(sizes: Sequence[int]) -> int:
@@ -261,19 +262,19 @@ def pad_compact(tree: Tree, levels: int, width: int) -> Tree:
     for level in range(1, levels):
         new = np.arange(width) >= (shape[1] if level < shape[0] else 0)
         parent_pos[level, new] = np.argmin(split[level - 1])
-    padded = CompactLayout(jnp.asarray(np.pad(np.asarray(layout.child_pos), pad), jnp.int32),
-                           jnp.asarray(parent_pos, jnp.int32), levels - 1, width)
+    padded = CompactLayout(jax.device_put(np.pad(np.asarray(layout.child_pos), pad)),
+                           jax.device_put(parent_pos.astype(np.int32)), levels - 1, width)
 
     def grid(x):
         """``[nodes, ...]`` → the padded layout's ``[nodes', ...]`` (new slots 0), padded on the
-        host (no compilation per tree shape)."""
+        host and device_put (jnp.pad and jnp.asarray compile a small program per tree shape)."""
         x = np.asarray(x)
         rest = x.shape[1:]
-        return jnp.asarray(np.pad(x.reshape(*shape, *rest), pad + ((0, 0),) * len(rest))
-                           .reshape(-1, *rest))
+        return jax.device_put(np.pad(x.reshape(*shape, *rest), pad + ((0, 0),) * len(rest))
+                              .reshape(-1, *rest))
 
     return Tree(feature=grid(tree.feature), threshold=grid(tree.threshold),
-                internal=grid(tree.internal), left_child=jnp.asarray(padded.left_child()),
+                internal=grid(tree.internal), left_child=jax.device_put(padded.left_child()),
                 node_depth=jnp.asarray(padded.node_depth(), jnp.int32), shift=tree.shift,
                 inv_scale=tree.inv_scale, layout=padded, clip=tree.clip,
                 coef=None if tree.coef is None else grid(tree.coef))

@@ -287,14 +287,19 @@ def pad_complete(tree: Tree, depth: int, num_features: int) -> Tree:
     layout = CompleteLayout(depth)
     extra = layout.num_nodes - tree.num_nodes
     more = num_features - tree.num_features
-    coef = None if tree.coef is None else jnp.pad(tree.coef, ((0, extra), (0, more)))
-    return Tree(feature=jnp.pad(tree.feature, (0, extra)),
-                threshold=jnp.pad(tree.threshold, (0, extra)),
-                internal=jnp.pad(tree.internal, (0, extra)),
-                left_child=jnp.asarray(layout.left_child(), jnp.int32),
-                node_depth=jnp.asarray(layout.node_depth(), jnp.int32),
-                shift=jnp.pad(tree.shift, (0, more)),
-                inv_scale=jnp.pad(tree.inv_scale, (0, more), constant_values=1),
+
+    def pad(x, widths, value=0):
+        """Padded on the host and device_put: jnp.pad compiles a small program per shape."""
+        return jax.device_put(np.pad(np.asarray(x), widths, constant_values=value))
+
+    coef = None if tree.coef is None else pad(tree.coef, ((0, extra), (0, more)))
+    return Tree(feature=pad(tree.feature, (0, extra)),
+                threshold=pad(tree.threshold, (0, extra)),
+                internal=pad(tree.internal, (0, extra)),
+                left_child=jax.device_put(layout.left_child()),
+                node_depth=jax.device_put(layout.node_depth()),
+                shift=pad(tree.shift, (0, more)),
+                inv_scale=pad(tree.inv_scale, (0, more), 1),
                 layout=layout, clip=tree.clip, coef=coef)
 
 
