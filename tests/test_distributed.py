@@ -14,7 +14,7 @@ import pytest
 import distributed_worker as worker
 import jaxtree
 from holders import holder_outcomes, run_holders
-from jaxtree import build, cart, distributed, launch
+from jaxtree import build, cart, distributed, launch, shapes
 from jaxtree.cart import cart_tree
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -118,12 +118,14 @@ def test_blocks_must_share_the_features():
 
 
 def one_process_fit(params, X, y, bins=None):
-    """The estimator's own fit; with ``bins``, on the binned CART T0 of the same seed."""
+    """The estimator's own fit; with ``bins``, on the binned CART T0 of the same seed. In exact
+    shapes, as the distributed fit makes them (the estimator pads T0: jaxtree.shapes)."""
     model = jaxtree.PACBayesTreeClassifier(**params)
     if bins is not None:
         model._build_tree = lambda X_, y_: cart_tree(X_, y_, bins=bins, layout=model.layout,
                                                      random_state=model.random_state)
-    return model.fit(X, y)
+    with shapes.exact_shapes():
+        return model.fit(X, y)
 
 
 def assert_same_fit(model, reference, X_test):
