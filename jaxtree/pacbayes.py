@@ -53,13 +53,14 @@ def pacbayes_theory_potentials(tree: Tree, stats: NodeStats, lam, delta=0.05) ->
     """Theory leaf potentials (Theorem 1, docs/theory/pacbayes.md):
     ``φ(A) = −λ·E_A − λ·n·sqrt(2·p̂(A)·log(|T0|/δ)/n) − 3·D0``, 0 at empty nodes.
 
-    ``|T0|`` is the number of nodes of T0 and ``D0`` its depth.
+    ``|T0|`` is the number of nodes of T0 and ``D0`` its depth: the deepest level that holds a
+    node of T0, not the layout's (a layout padded to a shared shape has more levels).
     """
     n = stats.num_samples
     total = stats.total
     p_hat = total / n
     penalty = lam * n * jnp.sqrt(2 * p_hat * _theory_log_term(tree, delta) / n)
-    phi = -lam * stats.errors - penalty - 3.0 * tree.depth
+    phi = -lam * stats.errors - penalty - 3.0 * _deepest_level(tree)
     return jnp.where(total > 0, phi, 0.0)
 
 
@@ -97,10 +98,17 @@ def _theory_log_term(tree: Tree, delta):
     return jnp.log(tree_membership(tree.internal, tree.layout).sum() / delta)
 
 
+def _deepest_level(tree: Tree):
+    """D0: the deepest level holding a node of T0 (not the layout's depth, which padding to a
+    shared shape may raise)."""
+    in_tree = tree_membership(tree.internal, tree.layout)
+    return jnp.max(jnp.where(in_tree, tree.node_depth, 0))
+
+
 def _theory_coefficients(tree: Tree, lam, delta):
     """The theory potentials as ``−a·E_A − b·√N_A − c·1[N_A > 0]``: ``(a, b, c)``
     (``λ·n·sqrt(2·(N/n)·L/n) = λ·sqrt(2·L)·√N``)."""
-    return lam, lam * jnp.sqrt(2 * _theory_log_term(tree, delta)), 3.0 * tree.depth
+    return lam, lam * jnp.sqrt(2 * _theory_log_term(tree, delta)), 3.0 * _deepest_level(tree)
 
 
 @jax.jit

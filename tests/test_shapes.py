@@ -115,6 +115,21 @@ def test_padded_compact_tree_gives_identical_weights(partition, precision):
         assert shapes.pad_tree(tree) is tree
 
 
+def test_theory_potentials_ignore_padding(precision):
+    # their D0 is T0's depth, not the padded layout's
+    from jaxtree.compact import pad_compact
+    from jaxtree.layout import pad_complete
+    X, y = _data(150, seed=6)
+    complete = jaxtree.kd_tree(X, max_depth=4, y=y)
+    compact = jaxtree.kd_tree(X, max_depth=4, y=y, layout="compact")
+    for tree, padded in ((complete, pad_complete(complete, 5, complete.num_features)),
+                         (compact, pad_compact(compact, compact.num_levels + 3,
+                                               compact.width + 2))):
+        phi = [jaxtree.pacbayes_theory_potentials(t, jaxtree.node_stats(t, X, y, L), 2.0)
+               for t in (tree, padded)]
+        np.testing.assert_array_equal(phi[0], real_slots(phi[1], tree, padded))
+
+
 def test_complete_tree_keeps_its_depth_or_reuses_one_level_more():
     X, y = _data(100)
     shallow, deep = (jaxtree.kd_tree(X, max_depth=d, y=y) for d in (5, 6))
