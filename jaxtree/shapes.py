@@ -25,10 +25,12 @@ The class count is not padded: it is fixed for a dataset, so refits at new sizes
 three significant bits: 2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, … — at
 most 25 % of padding, 4 buckets per doubling (sizes 2000 to 4000 fall into 2048, 2560, 3072,
 3584 and 4096). A tree's levels and width and a sample's size grow together, so a fit at a new
-size would still often meet a new combination of buckets; hence **shapes already used in this
-process are reused** when they hold the new tree and sample at most :data:`REUSE_FACTOR` (2)
-times the bucketed size in each of the tree's slots and the sample's rows: the smallest such
-shape wins, and a fit that fits a compiled shape costs its (larger) work, not a compilation.
+size would still often meet a new combination of buckets (crowd, 10 sizes from 2000 to 4000
+rows after a fit on 3000: 7 new combinations for CART T0s, 6 for dyadic, 4 for KD); hence
+**shapes already used in this process are reused** when they hold the new tree and sample at
+most :data:`REUSE_FACTOR` (2) times the bucketed size in each of the tree's slots and the
+sample's rows (then 2, 3 and 3 new combinations): the smallest such shape wins, and a fit that
+fits a compiled shape costs its (larger) work, not a compilation.
 Padding changes no result (tested bit for bit: statistics, weights, selected λ's, predictions),
 so the shapes depend on what the process fitted before, the results do not.
 
