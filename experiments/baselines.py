@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxtree
-from jaxtree import hsvote, prune, select
+from jaxtree import hsvote, prune, select, shapes
 from experiments.datasets import load, train_size
 
 RESULTS = pathlib.Path(__file__).parent / "results"
@@ -62,7 +62,7 @@ def run_one(name, partition, depth, seed, split):
     folds = select.prepare_folds(tree, Xtr, jnp.asarray(ytr), num_classes,
                                  select.fold_masks(len(ytr), 2, seed))
     path, on_path = jaxtree.route(tree, Xte)
-    cap = 1 << (prune.num_nonempty_leaves(stats, tree.internal) - 1).bit_length()
+    cap = shapes.padded(prune.num_nonempty_leaves(stats, tree.internal))
     rows = {}
     for method in ORDER:
         start = time.perf_counter()

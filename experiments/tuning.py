@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import jaxtree
-from jaxtree import select
+from jaxtree import select, shapes
 from jaxtree.estimators import default_depth
 from experiments.example import load_csv
 
@@ -62,8 +62,8 @@ def main(argv=None):
         trees, [d[0] for d in data.values()], [d[1] for d in data.values()])
     num_classes = max(int(d[1].max()) + 1 for d in data.values())
     n, dims = X_b.shape[1], X_b.shape[2]
-    masks = [np.pad(select.fold_masks(len(d[1]), 2, args.seed), ((0, 0), (0, n - len(d[1]))),
-                    constant_values=True) for d in data.values()]
+    masks = [shapes.pad_fold_masks(select.fold_masks(len(d[1]), 2, args.seed), n)
+             for d in data.values()]
     valid_size = max(int((~m).sum(axis=1).max()) for m in masks)
 
     rows, chosen = [], {"grid": [], "gradient": [], "grid → gradient": []}

@@ -40,7 +40,6 @@ from jaxtree.pacbayes import pacbayes_log_weights, pacbayes_theory_log_weights, 
 from jaxtree.tree import scale_points
 from jaxtree import hsvote, prune, shapes
 from jaxtree.engine import best_pruning
-from jaxtree.stats import node_stats
 from jaxtree.validation import float_dtype
 
 
@@ -350,7 +349,9 @@ class PrunedTreeClassifier(TreeClassifierBase):
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_``, ``stats_`` (of S1 for the
     hold-out methods), ``leaf_mask_`` ``[nodes]`` (True at the pruning's leaves), ``n_leaves_``
     (number of leaves of the pruning, empty ones included), and for ``min_size`` the curve
-    ``errors_per_size_`` ``[S+1]`` and the chosen ``size_`` (non-empty leaves).
+    ``errors_per_size_`` ``[S+1]`` (S: T0's non-empty leaves rounded up by
+    :func:`jaxtree.shapes.padded`; inf at the sizes no pruning has) and the chosen ``size_``
+    (non-empty leaves).
     """
 
     def __init__(self, method="c1", partition="kd", max_depth=None, min_split=2, split="cycle",
@@ -427,8 +428,9 @@ class PrunedTreeClassifier(TreeClassifierBase):
         self.n_leaves_ = int(jnp.sum(mask))
 
     def _min_size(self, tree, stats, holdout_err, log_h):
-        # the table's width is static: round it up to a power of two so that refits compile less
-        cap = 1 << (prune.num_nonempty_leaves(stats, tree.internal, tree.layout) - 1).bit_length()
+        # the table's width is static: bucketed (jaxtree.shapes) so that refits compile less;
+        # the sizes beyond the tree's non-empty leaves have no pruning (errors inf)
+        cap = shapes.padded(prune.num_nonempty_leaves(stats, tree.internal, tree.layout))
         table = prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal, cap,
                                          holdout_err, tree.layout)
         if self.selection == "cv":

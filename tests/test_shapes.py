@@ -240,3 +240,35 @@ def test_bucketed_estimator_fits_are_identical(partition):
                                   exact.node_log_weights_)
     np.testing.assert_array_equal(proba_p, proba_e)
     np.testing.assert_array_equal(padded.predict(X_test), exact.predict(X_test))
+
+
+@pytest.mark.parametrize("make", [
+    lambda: jaxtree.PrunedTreeClassifier(method="min_size", selection="cv", partition="cart"),
+    lambda: jaxtree.PrunedTreeClassifier(method="km", partition="cart"),
+    pytest.param(lambda: jaxtree.PrunedTreeClassifier(method="rep", partition="cart"),
+                 marks=pytest.mark.slow),
+    pytest.param(lambda: jaxtree.PrunedTreeClassifier(method="optimistic", partition="cart"),
+                 marks=pytest.mark.slow),
+    pytest.param(lambda: jaxtree.HSVoteClassifier(partition="cart"), marks=pytest.mark.slow),
+], ids=["min_size-cv", "km", "rep", "optimistic", "hsvote"])
+def test_bucketed_baseline_fits_are_identical(make):
+    # the baselines' estimators share the padded T0 and sample (and the hold-out part's)
+    X, y = _data(203, seed=7)
+    y = np.minimum(y, 1)                                 # HSVoteClassifier is binary
+    X_test, _ = _data(77, seed=8)
+    fits = {}
+    for bucketed in (True, False):
+        with contextlib.nullcontext() if bucketed else shapes.exact_shapes():
+            model = make().fit(X, y)
+            fits[bucketed] = (model, model.predict_proba(X_test))
+    (padded, proba_p), (exact, proba_e) = fits[True], fits[False]
+    assert padded.tree_.num_nodes > exact.tree_.num_nodes     # the padding is exercised
+    for name in ("n_leaves_", "size_"):     # n_leaves_: no padding slot is a leaf
+        assert getattr(padded, name, None) == getattr(exact, name, None)
+    if hasattr(exact, "leaf_mask_"):
+        np.testing.assert_array_equal(
+            real_slots(padded.leaf_mask_, exact.tree_, padded.tree_), exact.leaf_mask_)
+    if hasattr(exact, "node_log_weights_"):
+        np.testing.assert_array_equal(real_slots(padded.node_log_weights_, exact.tree_,
+                                                 padded.tree_), exact.node_log_weights_)
+    np.testing.assert_array_equal(proba_p, proba_e)
