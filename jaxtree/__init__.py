@@ -29,7 +29,9 @@ from jaxtree.prune import (c1_leaf_cost, holdout_errors, km_pruning, local_test_
 from jaxtree.oblique import (fat, margin_bound, node_margins, oblique_tree, tree_margin_bound,
                              twoing)
 from jaxtree.persist import load
-from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_offsets, pacbayes_potentials,
+from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_authors_offsets,
+                              pacbayes_authors_potentials, pacbayes_log_weights,
+                              pacbayes_offsets, pacbayes_potentials,
                               pacbayes_theory_log_weights, pacbayes_theory_offsets,
                               pacbayes_theory_potentials, scores_from_paths, vote)
 from jaxtree.select import (batch_fit_scores, batch_paper_search, fold_masks, gradient_tune,

@@ -36,7 +36,8 @@ from jaxtree import select
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.cart import cart_tree
 from jaxtree.oblique import margin_bound, node_margins, oblique_tree
-from jaxtree.pacbayes import pacbayes_log_weights, pacbayes_theory_log_weights, vote
+from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_log_weights,
+                              pacbayes_theory_log_weights, vote)
 from jaxtree.tree import scale_points
 from jaxtree import hsvote, prune, shapes
 from jaxtree.engine import best_pruning
@@ -241,8 +242,10 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         ``"compact"`` (levels padded to the widest; for trees hundreds of levels deep).
       lam1, lam2: λ1 (weight of training errors) and λ2 (weight of the concentration term);
         None (default): selected by ``tune``.
-      potentials: ``"practical"`` (docs/theory/pacbayes.md) or ``"theory"`` (Theorem 1; uses
-        ``lam1`` as λ and ``delta``; not tunable: give ``lam1``).
+      potentials: ``"practical"`` (the paper's reading, docs/theory/pacbayes.md),
+        ``"authors"`` (the penalty of the authors' public code, ``λ2·sqrt(8·ℓ_A·max(N_A, ℓ_A))``
+        with ℓ_A the depth of A: :mod:`jaxtree.pacbayes`; tuned like the practical one) or
+        ``"theory"`` (Theorem 1; uses ``lam1`` as λ and ``delta``; not tunable: give ``lam1``).
       delta: confidence of the theory potentials.
       tune: ``"auto"`` (default: the λ's left at None are chosen by the paper's protocol,
         docs/theory/selection.md — 2-fold CV over 2^linspace(-8, 6, 10) for each, then 10
@@ -294,9 +297,10 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         return super().fit(X, y)
 
     def _tuning_spec(self):
-        if self.potentials != "practical":
+        votes = {"practical": select.pacbayes_votes, "authors": select.pacbayes_authors_votes}
+        if self.potentials not in votes:
             return None
-        return select.pacbayes_votes, select.PACBAYES_DIRECTIONS
+        return votes[self.potentials], select.PACBAYES_DIRECTIONS
 
     def _fit_tree(self, stats, X, y):
         lam1, lam2 = self._param("lam1"), self._param("lam2")
@@ -306,10 +310,12 @@ class PACBayesTreeClassifier(TreeClassifierBase):
                              f"them); got {lam1}, {lam2}")
         if self.potentials == "practical":
             log_w = pacbayes_log_weights(self.tree_, stats, lam1, lam2)
+        elif self.potentials == "authors":
+            log_w = pacbayes_authors_log_weights(self.tree_, stats, lam1, lam2)
         elif self.potentials == "theory":
             log_w = pacbayes_theory_log_weights(self.tree_, stats, lam1, self.delta)
         else:
-            raise ValueError(f"potentials must be 'practical' or 'theory'; "
+            raise ValueError(f"potentials must be 'practical', 'authors' or 'theory'; "
                              f"got {self.potentials!r}")
         self.node_log_weights_ = log_w
 

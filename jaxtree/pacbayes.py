@@ -14,6 +14,17 @@ error difference is an exact integer, rather than the difference of potentials o
 ``λ1·E_A`` (≈ 3e7 at the root for 10⁶ noisy points at λ1 = 64, where float32 rounds at 2).
 ``pacbayes_potentials`` + :func:`jaxtree.subtree_log_weights` give the same weights up to that
 rounding.
+
+Two readings of the practical penalty:
+
+* ``"practical"`` (the paper's, Nguyen & Kpotufe 2018, Sec. 5):
+  ``φ(A) = −λ1·E_A − λ2·sqrt(N_A) − 1[N_A > 0]``;
+* ``"authors"`` (the authors' public code): the penalty grows with the depth ℓ_A of A (root 0),
+  ``φ(A) = −λ1·E_A − λ2·sqrt(8·ℓ_A·max(N_A, ℓ_A)) − 1[N_A > 0]`` (their
+  ``λ_pen·n·sqrt(2·p̃·ℓ/n)`` with ``p̃ = 4·max(N_A/n, ℓ/n)``), 0 at empty nodes. The root costs
+  nothing beyond its errors, and a node's penalty grows like ``sqrt(ℓ_A·N_A)``: deep cells pay
+  more than in the paper's reading, where the penalty of a pruning is ``Σ sqrt(N_A)`` whatever the
+  depth. (The code names the two constants λ_err and λ_pen: they are ``lam1`` and ``lam2`` here.)
 """
 
 from __future__ import annotations
@@ -49,6 +60,23 @@ def pacbayes_potentials(stats: NodeStats, lam1, lam2) -> Array:
     return jnp.where(total > 0, phi, 0.0)
 
 
+def pacbayes_authors_potentials(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
+    """Leaf potentials of the authors' public code (module docstring):
+    ``φ(A) = −λ1·E_A − λ2·sqrt(8·ℓ_A·max(N_A, ℓ_A)) − 1[N_A > 0]``, 0 at empty nodes.
+
+    Args:
+      tree: T0 (``node_depth`` gives ℓ_A).
+      stats: node statistics of the training sample.
+      lam1, lam2: scalars > 0 (λ_err and λ_pen of the code; traced values are fine).
+
+    Returns:
+      ``[nodes]`` float.
+    """
+    total = stats.total
+    phi = -lam1 * stats.errors - lam2 * _authors_penalty(tree, total) - 1.0
+    return jnp.where(total > 0, phi, 0.0)
+
+
 def pacbayes_theory_potentials(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Array:
     """Theory leaf potentials (Theorem 1, docs/theory/pacbayes.md):
     ``φ(A) = −λ·E_A − λ·n·sqrt(2·p̂(A)·log(|T0|/δ)/n) − 3·D0``, 0 at empty nodes.
@@ -79,6 +107,17 @@ def pacbayes_theory_offsets(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Ar
     """``[nodes]`` local offsets of :func:`pacbayes_theory_potentials`, from the counts as in
     :func:`pacbayes_offsets` (its penalty is ``λ·sqrt(2·log(|T0|/δ))·√N_A``)."""
     return _count_offsets(tree, stats, *_theory_coefficients(tree, lam, delta))
+
+
+def pacbayes_authors_offsets(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
+    """``[nodes]`` local offsets of :func:`pacbayes_authors_potentials` (the error change from the
+    counts, as in :func:`pacbayes_offsets`)."""
+    return _authors_offsets(tree, stats, lam1, lam2)
+
+
+def pacbayes_authors_log_weights(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
+    """``[nodes]`` log node weights with the authors' potentials."""
+    return _authors_log_weights(tree, stats, lam1, lam2)
 
 
 def pacbayes_log_weights(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
@@ -122,6 +161,31 @@ def _count_offsets(tree: Tree, stats: NodeStats, error_weight, root_weight, none
     offset = (-error_weight * error_change - root_weight * _root_gain(total_l, total_r, total)
               - nonempty_weight * nonempty_change)
     return jnp.where(tree.internal, offset, 0)
+
+
+def _authors_penalty(tree: Tree, total: Array) -> Array:
+    """``sqrt(8·ℓ_A·max(N_A, ℓ_A))`` where ``N_A > 0``, else 0 (``[nodes]``)."""
+    depth = tree.node_depth.astype(total.dtype)
+    return jnp.where(total > 0, jnp.sqrt(8 * depth * jnp.maximum(total, depth)), 0)
+
+
+@jax.jit
+def _authors_offsets(tree: Tree, stats: NodeStats, lam1, lam2):
+    errors, total = stats.errors, stats.total
+    penalty = _authors_penalty(tree, total)
+    (errors_l, total_l, pen_l), (errors_r, total_r, pen_r) = child_values(
+        (errors, total, penalty), tree.layout)
+    nonempty_change = ((total_l > 0).astype(errors.dtype) + (total_r > 0).astype(errors.dtype)
+                       - (total > 0).astype(errors.dtype))
+    offset = (-lam1 * ((errors_l + errors_r) - errors) - lam2 * ((pen_l + pen_r) - penalty)
+              - nonempty_change)
+    return jnp.where(tree.internal, offset, 0)
+
+
+@jax.jit
+def _authors_log_weights(tree, stats, lam1, lam2):
+    return log_weights_from_offsets(_authors_offsets(tree, stats, lam1, lam2), tree.internal,
+                                    tree.layout)
 
 
 @jax.jit

@@ -39,7 +39,7 @@ import optax
 
 from jaxtree import shapes
 from jaxtree.layout import CompleteLayout, pad_complete
-from jaxtree.pacbayes import pacbayes_log_weights
+from jaxtree.pacbayes import pacbayes_authors_log_weights, pacbayes_log_weights
 from jaxtree.stats import NodeStats, stats_from_paths
 from jaxtree.tree import Tree, route
 
@@ -63,6 +63,13 @@ def pacbayes_votes(tree: Tree, stats: NodeStats, params: dict) -> tuple[Array, A
     """Votes of the PAC-Bayes tree (docs/theory/pacbayes.md): ``(w_Q(A), l(A))``, each ``[nodes]``, i.e.
     ``w_Q(A)·onehot(l(A))``; ``params = {"lam1": λ1, "lam2": λ2}`` (practical potentials)."""
     log_w = pacbayes_log_weights(tree, stats, params["lam1"], params["lam2"])
+    return jnp.exp(log_w), stats.label
+
+
+def pacbayes_authors_votes(tree: Tree, stats: NodeStats, params: dict) -> tuple[Array, Array]:
+    """Votes of the PAC-Bayes tree with the authors' potentials
+    (:func:`jaxtree.pacbayes_authors_potentials`): ``params = {"lam1": λ_err, "lam2": λ_pen}``."""
+    log_w = pacbayes_authors_log_weights(tree, stats, params["lam1"], params["lam2"])
     return jnp.exp(log_w), stats.label
 
 

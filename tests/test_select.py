@@ -205,3 +205,72 @@ def test_estimator_tuning_options():
         jaxtree.PACBayesTreeClassifier(tune="random").fit(X, y)
     with pytest.raises(ValueError, match="lam1"):
         jaxtree.PACBayesTreeClassifier(tune=None).fit(X, y)
+
+
+# ---------------------------------------------------------------------------------------------
+# The authors' reading of the penalty
+def _authors_reference_weights(tree, counts, lam_err, lam_pen):
+    """A transcription of the authors' public code, node by node in float64: per node the error
+    rate E/n and the penalty sqrt(2·p̃·ℓ/n), p̃ = 4·max(N/n, ℓ/n) (0 at empty nodes), the prior
+    e^-1 at non-empty nodes, ``expPhi = exp(−(λ_pen·penalty + λ_err·E/n)·n)·prior``; the
+    bottom-up ``β(A) = expPhi(A) + β(L)·β(R)`` and top-down ``α(child) = α(A)·β(sibling)``
+    recursions; weight ``expPhi·α``, divided here by ``β(root)`` to give probabilities."""
+    internal = np.asarray(tree.internal)
+    left = np.asarray(tree.left_child)
+    depth = np.asarray(tree.node_depth)
+    n = counts[0].sum()
+    exp_phi, beta, alpha = {}, {}, {}
+
+    def up(node):
+        info = counts[node]
+        total = info.sum()
+        emp_error = (total - info.max()) / n
+        if total > 0:
+            temp = depth[node] / n
+            penalty = np.sqrt(2 * (4 * max(total / n, temp)) * temp)
+        else:
+            penalty = 0.0
+        prior = np.exp(-1) if total > 0 else 1.0
+        exp_phi[node] = np.exp(-(penalty * lam_pen + emp_error * lam_err) * n) * prior
+        beta[node] = exp_phi[node]
+        if internal[node]:
+            beta[node] += up(left[node]) * up(left[node] + 1)
+        return beta[node]
+
+    def down(node, a):
+        alpha[node] = a
+        if internal[node]:
+            down(left[node], a * beta[left[node] + 1])
+            down(left[node] + 1, a * beta[left[node]])
+
+    up(0)
+    down(0, 1.0)
+    return {node: exp_phi[node] * alpha[node] / beta[0] for node in exp_phi}
+
+
+@pytest.mark.parametrize("layout", ["complete", pytest.param("compact", marks=pytest.mark.slow)])
+def test_authors_potentials_against_a_transcription_of_their_code(precision, layout):
+    X, y = _data(3, n=60)
+    tree = jaxtree.kd_tree(X, max_depth=5, y=y, split="spread", layout=layout)
+    stats = jaxtree.node_stats(tree, X, jnp.asarray(y), L)
+    counts = np.asarray(stats.counts, np.float64)
+    total = counts.sum(axis=1)
+    assert (np.asarray(tree.internal) & (total > 0)).sum() > 5
+    for lam_err, lam_pen in ((1.0, 1.0), (0.3, 0.05), (2.5, 0.4)):
+        expected = _authors_reference_weights(tree, counts, lam_err, lam_pen)
+        nodes = np.array(sorted(expected))
+        log_w = jaxtree.pacbayes_authors_log_weights(tree, stats, lam_err, lam_pen)
+        tol = 2e-5 if precision == jnp.float32 else 1e-12
+        np.testing.assert_allclose(np.exp(np.asarray(log_w))[nodes],
+                                   [expected[v] for v in nodes], atol=tol)
+        # the potentials themselves: the same formula written with depths and counts
+        depth = np.asarray(tree.node_depth, np.float64)
+        phi = np.where(total > 0, -lam_err * (total - counts.max(axis=1))
+                       - lam_pen * np.sqrt(8 * depth * np.maximum(total, depth)) - 1, 0.0)
+        np.testing.assert_allclose(
+            np.asarray(jaxtree.pacbayes_authors_potentials(tree, stats, lam_err, lam_pen))[nodes],
+            phi[nodes], rtol=1e-6)
+    # the depth makes it another penalty than the paper's: the weights differ
+    paper = jaxtree.pacbayes_log_weights(tree, stats, 1.0, 1.0)
+    assert not np.allclose(np.exp(np.asarray(paper))[nodes], [
+        _authors_reference_weights(tree, counts, 1.0, 1.0)[v] for v in nodes], atol=1e-3)
