@@ -323,6 +323,47 @@ def _search_result(grid0, errors0, grid1, errors1, weight, directions) -> GridSe
                             best_error=total1[best1] / num_valid.sum())
 
 
+def holdout_masks(n: int, fraction: float = 0.35, seed: int = 0) -> np.ndarray:
+    """``[1, n]`` bool: one train/validation split (True: training), ``round(fraction·n)``
+    points validated, chosen with ``seed``; a one-fold :func:`prepare_folds` input."""
+    held = int(round(fraction * n))
+    if not 0 < held < n:
+        raise ValueError(f"fraction must leave points on both sides of the split of {n} points; "
+                         f"got {fraction}")
+    mask = np.ones(n, bool)
+    mask[np.random.default_rng(seed).permutation(n)[:held]] = False
+    return mask[None, :]
+
+
+#: The authors' public code: its log grid also holds 1.
+AUTHORS_GRID = np.unique(np.r_[LOG_GRID, 1.0])
+
+
+def sequential_search(tree: Tree, folds: Folds, votes_fn: Callable,
+                      directions=PACBAYES_DIRECTIONS, start: Optional[dict] = None,
+                      base_grid=AUTHORS_GRID, linear_size: int = LINEAR_GRID_SIZE,
+                      batch_size: Optional[int] = None) -> GridSearchResult:
+    """One parameter at a time, in the order of ``directions``, each by :func:`paper_search`
+    (log grid, then linear values from half to twice the best) with the others held at
+    ``start`` (default 1) or at their values already selected: the protocol of the authors'
+    public code (λ_err first with λ_pen = 1, then λ_pen). ``grids``/``errors`` hold every stage
+    (two per parameter) with all parameters' values."""
+    current = {name: float((start or {}).get(name, 1.0)) for name, _ in directions}
+    grids, errors, result = [], [], None
+    for name, direction in directions:
+        fixed = {k: v for k, v in current.items() if k != name}
+        result = paper_search(tree, folds, votes_fn, ((name, direction),), fixed,
+                              base_grid=base_grid, linear_size=linear_size,
+                              batch_size=batch_size)
+        current[name] = float(result.best_params[name])
+        grids += [_with_fixed(g, fixed) for g in result.grids]
+        errors += list(result.errors)
+    return GridSearchResult(grids=tuple(grids), errors=tuple(errors),
+                            num_valid=result.num_valid,
+                            best_params={k: jnp.asarray(v) for k, v in current.items()},
+                            best_error=result.best_error)
+
+
 # ---------------------------------------------------------------------------------------------
 # Gradient tuning
 def smoothed_loss(tree: Tree, folds: Folds, votes_fn: Callable, log_params: dict, tau,
