@@ -78,8 +78,10 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
     on T0 (:func:`jaxtree.select.tune`) and sets ``best_params_`` and ``cv_results_``.
     ``tune``: ``"auto"`` (grid search over the tunable parameters left at None, the others held
     fixed), ``"grid"`` (the paper's grid over all of them), ``"gradient"`` (Adam on the smoothed
-    validation loss, starting from the given values, 1 where None) or None (no tuning). The
-    folds come from the ``cv`` (default 2) and ``random_state`` (default 0) parameters if present.
+    validation loss, from the given values when all are given, else from the best 3 points of
+    a coarse grid) or None (no tuning). The folds come from the ``cv`` (default 2) and
+    ``random_state`` (default 0) parameters if present; with a ``cv_trees`` parameter a
+    subclass may grow T0 anew on each fold's training part (:meth:`_per_fold_trees`).
     """
 
     def __sklearn_tags__(self):
@@ -185,13 +187,36 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
             if not directions:
                 return
             mode = "grid"
-        data = {"folds": getattr(self, "cv", 2)} if cv_data is None else cv_data()
+        data = {"folds": self._cv_folds(X, y)} if cv_data is None else cv_data()
         self.best_params_, self.cv_results_ = select.tune(
             self.tree_, X, y, len(self.classes_), votes_fn, directions, mode,
             seed=getattr(self, "random_state", 0), fixed=fixed,
             init={name: v for name, v in values.items() if v is not None}, **data)
 
-    def _build_tree(self, X, y):
+    def _per_fold_trees(self) -> bool:
+        """Whether CV grows T0 on each fold's training part (the ``cv_trees`` parameter):
+        ``"auto"`` does for a label-aware T0 (``partition="cart"``), whose leaves would otherwise
+        have seen the validation labels; KD and dyadic trees split without looking at the labels
+        and keep one T0 for all folds (the paper's protocol)."""
+        mode = getattr(self, "cv_trees", "shared")
+        if mode not in ("auto", "shared", "per_fold"):
+            raise ValueError(f"cv_trees must be 'auto', 'shared' or 'per_fold'; got {mode!r}")
+        return mode == "per_fold" or (mode == "auto" and self.partition == "cart")
+
+    def _cv_folds(self, X, y):
+        """The ``folds`` argument of :func:`jaxtree.select.tune`: the number of folds (one T0
+        for all), or :class:`jaxtree.select.Folds` with T0 grown on each fold's training part."""
+        k = getattr(self, "cv", 2)
+        if not self._per_fold_trees():
+            return k
+        masks = select.fold_masks(len(y), k, getattr(self, "random_state", 0))
+        # one layout kind for every fold, so that the trees pad to one shape
+        layout = "complete" if getattr(self, "layout", "auto") == "complete" else "compact"
+        return select.prepare_fold_trees(
+            lambda X_part, y_part: TreeClassifierBase._build_tree(self, X_part, y_part, layout),
+            X, y, len(self.classes_), masks)
+
+    def _build_tree(self, X, y, layout=None):
         if self.partition not in PARTITIONS:
             raise ValueError(f"partition must be one of {sorted(PARTITIONS)}; "
                              f"got {self.partition!r}")
@@ -203,7 +228,7 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
             else {}
         return builder(X, max_depth=None if depth is None else int(depth),
                        min_split=self.min_split, y=y, split=self.split,
-                       layout=getattr(self, "layout", "auto"), **seed)
+                       layout=layout or getattr(self, "layout", "auto"), **seed)
 
 
 def estimator_classes() -> dict:
@@ -260,6 +285,11 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         processes. Give ``lam1`` and ``lam2`` (or ``tune=None``) to skip the search.
       cv, random_state: number of CV folds and the seed that deals them (and, with
         ``partition="cart"``, breaks ties between features in the grown tree).
+      cv_trees: which T0 the CV folds use. ``"auto"`` (default): a T0 grown on each fold's
+        training part for a label-aware partition (``"cart"``: grown on all points, its leaves
+        have seen the validation labels and CV rewards trusting them), one T0 of all the points
+        for KD and dyadic trees (the paper's protocol); ``"per_fold"`` or ``"shared"`` force
+        either. The final model is refitted on T0 of all the points with the selected λ's.
       distributed: False, or True: ``fit(X, y)`` gets this process's block of rows spread over
         JAX processes (``jax.distributed`` initialised in each) and every process fits the model
         of all rows (:func:`jaxtree.distributed.fit`; a CART T0 then splits at 256 quantile bins).
@@ -272,7 +302,7 @@ class PACBayesTreeClassifier(TreeClassifierBase):
 
     def __init__(self, partition="kd", max_depth=None, min_split=2, split="cycle", lam1=None,
                  lam2=None, potentials="practical", delta=0.05, tune="auto", cv=2,
-                 random_state=0, layout="auto", distributed=False):
+                 random_state=0, layout="auto", distributed=False, cv_trees="auto"):
         self.partition = partition
         self.max_depth = max_depth
         self.min_split = min_split
@@ -286,6 +316,7 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         self.cv = cv
         self.random_state = random_state
         self.distributed = distributed
+        self.cv_trees = cv_trees
 
     def fit(self, X, y):
         """Build T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` and fit the model (with

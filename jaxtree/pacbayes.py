@@ -120,10 +120,11 @@ def pacbayes_authors_log_weights(tree: Tree, stats: NodeStats, lam1, lam2) -> Ar
     return _authors_log_weights(tree, stats, lam1, lam2)
 
 
-def pacbayes_log_weights(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
+def pacbayes_log_weights(tree: Tree, stats: NodeStats, lam1, lam2, leaf_cost=1.0) -> Array:
     """``[nodes]`` log node weights of the PAC-Bayes posterior with the practical potentials
-    (from :func:`pacbayes_offsets`)."""
-    return _weights_from_counts(tree, stats, lam1, lam2, 1.0)
+    (from :func:`pacbayes_offsets`). ``leaf_cost``: the prior's cost of a non-empty leaf (the
+    1 of ``−1[N_A > 0]``; another constant to tune, e.g. by gradient)."""
+    return _weights_from_counts(tree, stats, lam1, lam2, leaf_cost)
 
 
 def pacbayes_theory_log_weights(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Array:

@@ -51,6 +51,8 @@ LOG_GRID = 2.0 ** np.linspace(-8, 6, 10)
 LINEAR_GRID_SIZE = 10
 #: Tie-breaking directions of the PAC-Bayes λ's (see the module docstring).
 PACBAYES_DIRECTIONS = (("lam1", -1), ("lam2", +1))
+#: The same with the prior's leaf cost as a third parameter (a larger cost: fewer leaves).
+PACBAYES3_DIRECTIONS = PACBAYES_DIRECTIONS + (("leaf_cost", +1),)
 # Bytes of intermediates one (setting, fold) may use, per node and class, and the budget that
 # sets how many settings are evaluated at once.
 _BYTES_PER_ENTRY = 24
@@ -60,9 +62,12 @@ _GRID_MEMORY_BUDGET = 2 ** 29
 # ---------------------------------------------------------------------------------------------
 # Votes functions
 def pacbayes_votes(tree: Tree, stats: NodeStats, params: dict) -> tuple[Array, Array]:
-    """Votes of the PAC-Bayes tree (docs/theory/pacbayes.md): ``(w_Q(A), l(A))``, each ``[nodes]``, i.e.
-    ``w_Q(A)·onehot(l(A))``; ``params = {"lam1": λ1, "lam2": λ2}`` (practical potentials)."""
-    log_w = pacbayes_log_weights(tree, stats, params["lam1"], params["lam2"])
+    """Votes of the PAC-Bayes tree (Nguyen & Kpotufe 2018): ``(w_Q(A), l(A))``, each
+    ``[nodes]``, i.e. ``w_Q(A)·onehot(l(A))``; ``params = {"lam1": λ1, "lam2": λ2}`` and
+    optionally ``"leaf_cost"`` (the prior's cost of a leaf, 1 by default) (practical
+    potentials)."""
+    log_w = pacbayes_log_weights(tree, stats, params["lam1"], params["lam2"],
+                                 params.get("leaf_cost", 1.0))
     return jnp.exp(log_w), stats.label
 
 
@@ -92,7 +97,8 @@ def point_scores(votes, path: Array, on_path: Array, num_classes: int) -> Array:
 # ---------------------------------------------------------------------------------------------
 # Folds
 @functools.partial(jax.tree_util.register_dataclass,
-                   data_fields=["train", "path", "on_path", "label", "weight"], meta_fields=[])
+                   data_fields=["train", "path", "on_path", "label", "weight", "tree"],
+                   meta_fields=[])
 @dataclasses.dataclass(frozen=True)
 class Folds:
     """The k folds of a sample on a tree T0 (leading axis k on every array; ``m`` = the largest
@@ -102,6 +108,9 @@ class Folds:
     path, on_path: ``[k, m, levels]`` the routed validation points (:func:`jaxtree.route`).
     label:   ``[k, m]`` int, their labels.
     weight:  ``[k, m]`` float, their weights (0 for padding).
+    tree:    None (every fold on the one T0 passed beside the folds), or each fold's own T0
+             grown on its training part, padded to one shape and stacked (leading axis k;
+             :func:`prepare_fold_trees`).
     """
 
     train: NodeStats
@@ -109,6 +118,15 @@ class Folds:
     on_path: Array
     label: Array
     weight: Array
+    tree: Optional[Tree] = None
+
+
+def over_folds(fn: Callable, tree: Tree, folds: Folds):
+    """``vmap`` of ``fn(tree, train, path, on_path, label, weight)`` over the folds, each on its
+    own T0 when ``folds.tree`` holds them, else all on ``tree``."""
+    trees, axis = (tree, None) if folds.tree is None else (folds.tree, 0)
+    return jax.vmap(fn, in_axes=(axis, 0, 0, 0, 0, 0))(
+        trees, folds.train, folds.path, folds.on_path, folds.label, folds.weight)
 
 
 def fold_masks(n: int, folds: int = 2, seed: int = 0) -> np.ndarray:
@@ -185,17 +203,76 @@ def _prepare_folds(tree, X, y, num_classes, train_masks, sample_weight, valid_si
     return Folds(*jax.vmap(one_fold)(jnp.asarray(train_masks, bool)))
 
 
+def stack_trees(trees) -> Tree:
+    """Pad trees of one layout kind and one feature count to one shape (the largest) and stack
+    them (leading axis): complete layouts to the deepest (:func:`jaxtree.layout.pad_complete`),
+    compact ones to the most levels and the widest level (:func:`jaxtree.compact.pad_compact`).
+    Padding slots are not internal, so every result on a tree's own nodes is unchanged."""
+    from jaxtree.compact import CompactLayout, pad_compact
+    kinds = {type(t.layout) for t in trees}
+    if len(kinds) != 1 or len({t.num_features for t in trees}) != 1:
+        raise ValueError("stack_trees needs trees of one layout kind and one feature count; "
+                         f"got layouts {sorted(k.__name__ for k in kinds)}")
+    if kinds == {CompactLayout}:
+        levels = max(t.num_levels for t in trees)
+        width = max(t.width for t in trees)
+        padded = [pad_compact(t, levels, width) for t in trees]
+    else:
+        depth = max(t.depth for t in trees)
+        padded = [pad_complete(t, depth, t.num_features) for t in trees]
+    return jax.tree.map(lambda *a: jnp.stack(a), *padded)
+
+
+def prepare_fold_trees(build: Callable, X, y, num_classes: int, train_masks,
+                       valid_size: Optional[int] = None) -> Folds:
+    """Folds whose T0 is grown on each fold's training part only (for a label-aware T0: one grown
+    on all the points has seen the validation labels, and CV then rewards trusting its deep
+    leaves).
+
+    Args:
+      build: ``build(X_part, y_part) -> Tree``, T0's builder (NumPy in, outside jit).
+      X, y: ``[n, D]`` points and ``[n]`` int labels (NumPy).
+      num_classes: L.
+      train_masks: ``[k, n]`` bool (:func:`fold_masks`).
+      valid_size: as in :func:`prepare_folds`.
+
+    Returns:
+      :class:`Folds` with ``tree`` the k trees padded to one shape (:func:`stack_trees`): a grid
+      over them is still one ``vmap`` over (setting, fold).
+    """
+    masks = np.asarray(train_masks, bool)
+    X, y = np.asarray(X), np.asarray(y)
+    trees = stack_trees([build(X[mask], y[mask]) for mask in masks])
+    largest = int((~masks).sum(axis=-1).max())
+    size = largest if valid_size is None else int(valid_size)
+    if size < largest:
+        raise ValueError(f"valid_size={valid_size} is smaller than the largest validation part "
+                         f"({largest})")
+    return _prepare_fold_trees(trees, jnp.asarray(X, trees.threshold.dtype), jnp.asarray(y),
+                               jnp.asarray(masks), num_classes, size)
+
+
+@functools.partial(jax.jit, static_argnames=("num_classes", "valid_size"))
+def _prepare_fold_trees(trees, X, y, masks, num_classes, valid_size):
+    def one_fold(tree, mask):
+        folds = _prepare_folds(tree, X, y, num_classes, mask[None], None, valid_size)
+        return jax.tree.map(lambda a: a[0], folds)
+
+    folds = jax.vmap(one_fold)(trees, masks)
+    return dataclasses.replace(folds, tree=trees)
+
+
 # ---------------------------------------------------------------------------------------------
 # Grid search
 def fold_errors(tree: Tree, folds: Folds, votes_fn: Callable, params: dict) -> Array:
     """``[k]`` validation error counts (weighted) of one setting ``params`` (a dict of scalars)."""
 
-    def one_fold(train, path, on_path, label, weight):
+    def one_fold(tree, train, path, on_path, label, weight):
         scores = point_scores(votes_fn(tree, train, params), path, on_path,
                               train.num_classes)
         return jnp.sum(weight * (jnp.argmax(scores, axis=1) != label))
 
-    return jax.vmap(one_fold)(folds.train, folds.path, folds.on_path, folds.label, folds.weight)
+    return over_folds(one_fold, tree, folds)
 
 
 @functools.partial(jax.jit, static_argnames=("votes_fn", "batch_size"))
@@ -367,29 +444,40 @@ def sequential_search(tree: Tree, folds: Folds, votes_fn: Callable,
 # ---------------------------------------------------------------------------------------------
 # Gradient tuning
 def smoothed_loss(tree: Tree, folds: Folds, votes_fn: Callable, log_params: dict, tau,
-                  eps: float = 1e-6, fixed: Optional[dict] = None) -> tuple[Array, Array]:
-    """Smoothed validation 0-1 loss (docs/theory/pacbayes.md) of ``params = exp(log_params)``, and the exact errors.
+                  eps: float = 1e-30, fixed: Optional[dict] = None, loss: str = "log"
+                  ) -> tuple[Array, Array]:
+    """Smoothed validation loss of ``params = exp(log_params)``, and the exact errors.
 
-    ``loss = Σ_folds Σ_x (1 − softmax(log(s(x) + eps)/τ)_{y(x)}) / n_valid`` over every fold's
-    validation points, ``s(x)`` the class scores. It tends to the validation error as τ → 0
-    (ties split evenly); τ = 1 gives ``1 − s_y(x)/Σ_l s_l(x)``. ``eps`` keeps the log finite
-    where a class gets no vote.
+    With ``p(x) = softmax(log(s(x) + eps)/τ)`` (``s(x)`` the class scores of a point, which sum
+    to 1 for a vote; τ = 1 gives ``p = s``, τ → 0 the hard vote):
+
+    * ``loss="log"`` (default): ``Σ_x −log p_{y(x)}(x) / n_valid``, the tempered log-loss of the
+      vote. Its gradient does not vanish where the vote is confidently wrong: a point whose label
+      gets weight ``e^{-30}`` still pulls with a gradient of order 1.
+    * ``loss="zero_one"``: ``Σ_x (1 − p_{y(x)}(x)) / n_valid``, which tends to the validation error
+      as τ → 0 but is flat wherever the vote is nearly certain (every point's ``p_y`` near 0 or 1):
+      from λ1 = λ2 = 1 on a dataset where the root's majority label wins, its gradient is 1e-29.
+
+    ``eps`` keeps the log finite where a class gets no vote (1e-30: far below any weight a
+    float32 vote resolves, so that small weights keep their gradient).
 
     Returns:
       ``(loss, errors)``: scalar loss and ``[k]`` exact validation error counts.
     """
+    if loss not in ("log", "zero_one"):
+        raise ValueError(f"loss must be 'log' or 'zero_one'; got {loss!r}")
     params = {**(fixed or {}), **jax.tree.map(jnp.exp, log_params)}
 
-    def one_fold(train, path, on_path, label, weight):
+    def one_fold(tree, train, path, on_path, label, weight):
         scores = point_scores(votes_fn(tree, train, params), path, on_path,
                               train.num_classes)
-        soft = jax.nn.softmax(jnp.log(scores + eps) / tau, axis=1)
-        right = jnp.take_along_axis(soft, label[:, None], axis=1)[:, 0]
+        log_p = jax.nn.log_softmax(jnp.log(scores + eps) / tau, axis=1)
+        log_right = jnp.take_along_axis(log_p, label[:, None], axis=1)[:, 0]
+        missed = -log_right if loss == "log" else 1 - jnp.exp(log_right)
         errors = jnp.sum(weight * (jnp.argmax(scores, axis=1) != label))
-        return jnp.sum(weight * (1 - right)), errors
+        return jnp.sum(weight * missed), errors
 
-    missed, errors = jax.vmap(one_fold)(folds.train, folds.path, folds.on_path, folds.label,
-                                        folds.weight)
+    missed, errors = over_folds(one_fold, tree, folds)
     return missed.sum() / folds.weight.sum(), errors
 
 
@@ -399,12 +487,14 @@ class GradientResult:
 
     Attributes:
         best_params: ``{name: float}`` the setting of least validation 0-1 error met on the
-            path (ties: the earliest).
+            paths (ties: the earliest step, then the first start).
         best_error: its validation error rate.
-        path: one dict per step: ``step``, ``params`` ``{name: float}``, ``temperature``,
-            ``loss`` (smoothed), ``error`` (0-1 validation error rate).
+        path: one dict per step and start: ``step``, ``start`` (index of the start),
+            ``params`` ``{name: float}``, ``temperature``, ``loss`` (smoothed), ``error``
+            (0-1 validation error rate).
         evaluations: number of loss evaluations (each one forward and one backward pass over
-            all folds).
+            all folds at one setting), the coarse grid of :func:`coarse_starts` included when
+            it chose the starts.
     """
 
     best_params: dict
@@ -418,61 +508,98 @@ def temperature(step: int, steps: int, start: float, end: float) -> float:
     return float(start * (end / start) ** (step / max(steps - 1, 1)))
 
 
-def gradient_tune(tree: Tree, folds: Folds, votes_fn: Callable, init: dict, steps: int = 60,
-                  learning_rate: float = 0.2, tau_start: float = 1.0, tau_end: float = 0.05,
-                  patience: int = 20, log_bounds=(np.log(2.0 ** -12), np.log(2.0 ** 10)),
-                  eps: float = 1e-6, fixed: Optional[dict] = None,
-                  progress: Optional[Callable] = None) -> GradientResult:
-    """Tune the parameters by Adam on the smoothed validation loss, in log space (θ = log λ > 0).
+#: The coarse grid that chooses the starting points of gradient tuning: 5 values per parameter
+#: over the paper's range 2^-8 … 2^6 (one value every 3.5 octaves).
+COARSE_GRID = 2.0 ** np.linspace(-8, 6, 5)
 
-    Each step evaluates the loss and its gradient at the current θ over all folds (the forward
-    pass also gives the exact validation errors), then takes one Adam step; θ is clipped to
-    ``log_bounds``. The temperature follows :func:`temperature` (geometric from ``tau_start`` to
-    ``tau_end``): early steps see a smooth loss, late ones nearly the 0-1 error. Early stopping:
-    after ``patience`` steps without a lower validation 0-1 error. The result is the point of
-    least 0-1 error met (the earliest on ties).
+
+def coarse_starts(tree: Tree, folds: Folds, votes_fn: Callable, directions,
+                  fixed: Optional[dict] = None, starts: int = 3, base_grid=COARSE_GRID
+                  ) -> tuple[dict, int]:
+    """The ``starts`` best settings of a coarse product grid (one vmapped :func:`grid_errors`):
+    ``({name: [starts] array}, number of settings evaluated)``. Ties go to the simpler setting
+    (the grid's order, :func:`product_grid`)."""
+    values = {name: jnp.asarray(base_grid) for name, _ in directions}
+    grid = product_grid(values, directions)
+    errors = grid_errors(tree, folds, votes_fn, _with_fixed(grid, fixed)).sum(axis=1)
+    order = np.argsort(np.asarray(errors), kind="stable")[:starts]
+    return {name: np.asarray(grid[name])[order] for name, _ in directions}, int(errors.shape[0])
+
+
+def gradient_tune(tree: Tree, folds: Folds, votes_fn: Callable, init: Optional[dict] = None,
+                  steps: int = 60, learning_rate: float = 0.2, tau_start: float = 1.0,
+                  tau_end: float = 0.05, patience: int = 20,
+                  log_bounds=(np.log(2.0 ** -12), np.log(2.0 ** 10)), eps: float = 1e-30,
+                  loss: str = "log", fixed: Optional[dict] = None, directions=None,
+                  starts: int = 3, progress: Optional[Callable] = None) -> GradientResult:
+    """Tune the parameters by Adam on the smoothed validation loss (:func:`smoothed_loss`), in
+    log space (θ = log λ: a step changes λ by a factor, whatever its size), from one or several
+    starting points at once.
+
+    Each step evaluates the loss and its gradient at every start's θ over all folds (one ``vmap``
+    over starts; the forward pass also gives the exact validation errors), then takes one Adam
+    step per start; θ is clipped to ``log_bounds``. The temperature follows :func:`temperature`
+    (geometric from ``tau_start`` to ``tau_end``): early steps see a smooth loss, late ones
+    nearly the hard vote. Early stopping: after ``patience`` steps without a lower validation
+    0-1 error at any start. The result is the point of least 0-1 error met.
 
     Args:
-      init: ``{name: value > 0}`` the tuned parameters' starting point (for instance the best
-        grid point, ``GridSearchResult.best_params``).
+      init: ``{name: value > 0}`` one starting point, or ``{name: [S] values}`` S of them. None:
+        the ``starts`` best points of a coarse grid (:func:`coarse_starts` over ``directions``,
+        default the PAC-Bayes λ's); its evaluations are counted in the result.
+      loss: ``"log"`` or ``"zero_one"`` (:func:`smoothed_loss`).
       fixed: ``{name: value}`` parameters of ``votes_fn`` held fixed.
       progress: optional callback ``progress(1)`` after each step.
     """
-    theta = {name: jnp.log(jnp.asarray(value, tree.threshold.dtype))
+    dtype = tree.threshold.dtype
+    coarse = 0
+    if init is None:
+        init, coarse = coarse_starts(tree, folds, votes_fn,
+                                     PACBAYES_DIRECTIONS if directions is None else directions,
+                                     fixed, starts)
+    theta = {name: jnp.log(jnp.atleast_1d(jnp.asarray(value, dtype)))
              for name, value in init.items()}
+    num_starts = jax.tree.leaves(theta)[0].shape[0]
     opt_state = optax.adam(learning_rate).init(theta)
     lo, hi = log_bounds
     path, best, since_best = [], None, 0
     num_valid = float(folds.weight.sum())
     for step in range(steps):
         tau = temperature(step, steps, tau_start, tau_end)
-        new_theta, opt_state, loss, errors = _adam_step(tree, folds, votes_fn, theta, opt_state,
-                                                        learning_rate, tau, eps, lo, hi,
-                                                        fixed or {})
-        record = {"step": step, "params": {k: float(np.exp(v)) for k, v in theta.items()},
-                  "temperature": tau, "loss": float(loss),
-                  "error": float(np.sum(errors)) / num_valid}
-        path.append(record)
+        new_theta, opt_state, losses, errors = _adam_step(tree, folds, votes_fn, theta,
+                                                          opt_state, learning_rate, tau, eps,
+                                                          lo, hi, fixed or {}, loss)
+        values = {k: np.exp(np.asarray(v, np.float64)) for k, v in theta.items()}
+        improved = False
+        for s in range(num_starts):
+            record = {"step": step, "start": s,
+                      "params": {k: float(v[s]) for k, v in values.items()},
+                      "temperature": tau, "loss": float(losses[s]),
+                      "error": float(np.sum(errors[s])) / num_valid}
+            path.append(record)
+            if best is None or record["error"] < best["error"]:
+                best, improved = record, True
         if progress is not None:
             progress(1)
-        if best is None or record["error"] < best["error"]:
-            best, since_best = record, 0
-        else:
-            since_best += 1
-            if since_best >= patience:
-                break
+        since_best = 0 if improved else since_best + 1
+        if since_best >= patience:
+            break
         theta = new_theta
     return GradientResult(best_params=best["params"], best_error=best["error"], path=path,
-                          evaluations=len(path))
+                          evaluations=coarse + len(path))
 
 
-@functools.partial(jax.jit, static_argnames="votes_fn")
-def _adam_step(tree, folds, votes_fn, theta, opt_state, learning_rate, tau, eps, lo, hi, fixed):
-    (loss, errors), grads = jax.value_and_grad(smoothed_loss, argnums=3, has_aux=True)(
-        tree, folds, votes_fn, theta, tau, eps, fixed)
+@functools.partial(jax.jit, static_argnames=("votes_fn", "loss"))
+def _adam_step(tree, folds, votes_fn, theta, opt_state, learning_rate, tau, eps, lo, hi, fixed,
+               loss):
+    def one_start(log_params):
+        return jax.value_and_grad(smoothed_loss, argnums=3, has_aux=True)(
+            tree, folds, votes_fn, log_params, tau, eps, fixed, loss)
+
+    (losses, errors), grads = jax.vmap(one_start)(theta)
     updates, opt_state = optax.adam(learning_rate).update(grads, opt_state, theta)
     theta = jax.tree.map(lambda t: jnp.clip(t, lo, hi), optax.apply_updates(theta, updates))
-    return theta, opt_state, loss, errors
+    return theta, opt_state, losses, errors
 
 
 # ---------------------------------------------------------------------------------------------
@@ -492,7 +619,9 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
       folds, seed: the CV folds (:func:`fold_masks`); ``folds`` may also be prepared
         :class:`Folds` (e.g. :func:`jaxtree.distributed.prepare_folds`), then ``X``, ``y`` and
         ``seed`` are not used.
-      init: the starting point of ``"gradient"``; a missing parameter starts at 1.
+      init: the starting point of ``"gradient"`` when it gives every tuned parameter; else
+        gradient tuning starts from the best few points of a coarse grid
+        (:func:`coarse_starts`).
       errors_fn: the grid's error function for ``"grid"`` (:func:`paper_search`).
       gradient_options: passed to :func:`gradient_tune`.
 
@@ -517,12 +646,15 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
         return ({name: float(v) for name, v in result.best_params.items()},
                 _grid_results(result, names))
     if method == "gradient":
-        start = {name: (init or {}).get(name, 1.0) for name in names}
+        # every tuned parameter given: start there; else the best few of a coarse grid
+        start = ({name: init[name] for name in names}
+                 if all(name in (init or {}) for name in names) else None)
         steps = gradient_options.get("steps", 60)
         with tqdm.tqdm(total=steps, desc="gradient tuning (steps)", leave=False,
                        disable=None) as bar:
             result = gradient_tune(tree, data, votes_fn, start, fixed=fixed,
-                                   progress=bar.update, **gradient_options)
+                                   directions=tuple(directions), progress=bar.update,
+                                   **gradient_options)
         return result.best_params, _gradient_results(result, names)
     raise ValueError(f"method must be 'grid' or 'gradient'; got {method!r}")
 
@@ -548,6 +680,7 @@ def _gradient_results(result: GradientResult, names) -> dict:
     return {"params": [r["params"] for r in path],
             **{f"param_{name}": np.array([r["params"][name] for r in path]) for name in names},
             "step": np.array([r["step"] for r in path]),
+            "start": np.array([r["start"] for r in path]),
             "temperature": np.array([r["temperature"] for r in path]),
             "smoothed_loss": np.array([r["loss"] for r in path]),
             "mean_test_score": 1 - np.array([r["error"] for r in path])}

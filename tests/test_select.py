@@ -178,6 +178,99 @@ def test_gradient_tuning_is_finite_and_lowers_the_loss(precision):
         assert np.isfinite(values).all()
 
 
+def test_gradient_tuning_leaves_a_flat_start(precision):
+    """From λ1 = λ2 = 1 with a large penalty the vote is the root's majority label with weight
+    1 − 1e-12: the old smoothed 0-1 loss has a gradient of 0 there; the log-loss moves, and the
+    multi-start default (the coarse grid's best 3) reaches the grid's validation error."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 3)).astype(np.float32)
+    y = ((X[:, 0] > 0.8) | (rng.random(400) < 0.05)).astype(int)      # 20 % positives
+    tree = jaxtree.kd_tree(X, max_depth=7, y=y, split="spread")
+    folds = select.prepare_folds(tree, X, jnp.asarray(y), 2, select.fold_masks(len(y), 2))
+    start = {"lam1": 1.0, "lam2": 8.0}
+    theta = {k: jnp.log(jnp.asarray(v, precision)) for k, v in start.items()}
+    grads = {}
+    for loss in ("zero_one", "log"):
+        grads[loss] = jax.grad(lambda t: select.smoothed_loss(
+            tree, folds, select.pacbayes_votes, t, 1.0, loss=loss)[0])(theta)
+    assert max(abs(float(g)) for g in grads["zero_one"].values()) < 1e-6
+    assert max(abs(float(g)) for g in grads["log"].values()) > 1e-4
+    stuck = select.gradient_tune(tree, folds, select.pacbayes_votes, start, steps=15,
+                                 loss="zero_one")
+    moved = select.gradient_tune(tree, folds, select.pacbayes_votes, start, steps=15)
+    assert moved.best_error < stuck.best_error
+    grid = select.paper_search(tree, folds, select.pacbayes_votes)
+    default = select.gradient_tune(tree, folds, select.pacbayes_votes, steps=15)
+    assert default.evaluations == 25 + len(default.path)
+    assert default.best_error <= float(grid.best_error) + 0.01
+
+
+def _planted(seed=0, n=300):
+    """Labels that depend on x0 only, except in a small box that only fold 0's *validation*
+    part touches, where fold 0's validation points carry label 2 (absent elsewhere)."""
+    rng = np.random.default_rng(seed)
+    X = rng.uniform(0, 1, size=(n, 2)).astype(np.float32)
+    y = (X[:, 0] > 0.5).astype(int)
+    masks = select.fold_masks(n, 2, seed=0)
+    box = (X[:, 1] > 0.9) & (X[:, 0] < 0.3)
+    planted = box & ~masks[0]                  # validated in fold 0, trained on in fold 1
+    X[box & masks[0], 1] = rng.uniform(0, 0.85, size=(box & masks[0]).sum())   # leave the box
+    y[planted] = 2
+    return X, y, masks, planted
+
+
+def _leaf_training_counts(tree, stats, X):
+    """Training points (of ``stats``) in the T0-leaf of each point of ``X``."""
+    return np.asarray(stats.total)[np.asarray(jaxtree.leaf_of(tree, X))]
+
+
+def test_per_fold_trees_never_see_the_validation_fold():
+    X, y, masks, planted = _planted()
+    assert planted.sum() >= 5
+    build = lambda X_part, y_part: jaxtree.cart_tree(X_part, y_part, layout="compact")
+    per_fold = select.prepare_fold_trees(build, X, y, 3, masks)
+    # fold 0's T0 is the tree grown on fold 0's training part alone (no label 2 anywhere)
+    alone = build(X[masks[0]], y[masks[0]])
+    tree0 = jax.tree.map(lambda a: a[0], per_fold.tree)
+    stats0 = jax.tree.map(lambda a: a[0], per_fold.train)
+    assert np.asarray(stats0.counts)[:, 2].sum() == 0
+    np.testing.assert_array_equal(np.asarray(jaxtree.leaf_of(tree0, X)) >= 0, True)
+    np.testing.assert_array_equal(_leaf_training_counts(tree0, stats0, X),
+                                  _leaf_training_counts(alone, jaxtree.node_stats(
+                                      alone, X[masks[0]], jnp.asarray(y[masks[0]]), 3), X))
+    # so every validation point falls in a leaf holding fold-0 training points; one T0 grown on
+    # all points carves the planted cell out, and its leaves hold only validation points
+    assert (_leaf_training_counts(tree0, stats0, X[planted]) > 0).all()
+    full = build(X, y)
+    shared = select.prepare_folds(full, X, jnp.asarray(y), 3, masks)
+    shared0 = jax.tree.map(lambda a: a[0], shared.train)
+    assert (_leaf_training_counts(full, shared0, X[planted]) == 0).any()
+    # the grid runs over (setting, fold) in one call and equals per-fold refits one at a time
+    errors = select.grid_errors(full, per_fold, select.pacbayes_votes, SMALL_GRID)
+    for f, mask in enumerate(masks):
+        alone = build(X[mask], y[mask])
+        stats = jaxtree.node_stats(alone, X[mask], jnp.asarray(y[mask]), 3)
+        for g in range(len(SMALL_GRID["lam1"])):
+            log_w = jaxtree.pacbayes_log_weights(alone, stats, SMALL_GRID["lam1"][g],
+                                                 SMALL_GRID["lam2"][g])
+            scores = jaxtree.vote(alone, stats.label, log_w, X[~mask], 3)
+            assert int(errors[g, f]) == int(np.sum(np.argmax(np.asarray(scores), 1) != y[~mask]))
+
+
+def test_estimator_grows_cart_t0_per_fold():
+    X, y, masks, _ = _planted()
+    model = jaxtree.PACBayesTreeClassifier(partition="cart").fit(X, y)
+    build = lambda X_part, y_part: jaxtree.cart_tree(X_part, y_part, layout="compact")
+    folds = select.prepare_fold_trees(build, X, y, 3, masks)
+    best = select.paper_search(None, folds, select.pacbayes_votes).best_params
+    assert model.best_params_ == pytest.approx({k: float(v) for k, v in best.items()})
+    assert model.tree_.num_nodes == jaxtree.cart_tree(X, y).num_nodes      # refit on all points
+    shared = jaxtree.PACBayesTreeClassifier(partition="cart", cv_trees="shared").fit(X, y)
+    assert shared.best_params_ != model.best_params_
+    with pytest.raises(ValueError, match="cv_trees"):
+        jaxtree.PACBayesTreeClassifier(partition="cart", cv_trees="fold").fit(X, y)
+
+
 def test_estimator_tuning_options():
     X, y = _data()
     labels = np.array(["a", "b", "c"])[y]
@@ -201,6 +294,10 @@ def test_estimator_tuning_options():
                                           lam1=0.5, lam2=0.5).fit(X, y)
     assert grad.cv_results_["params"][0] == pytest.approx({"lam1": 0.5, "lam2": 0.5})
     assert np.isfinite(grad.cv_results_["smoothed_loss"]).all()
+    # without a start: the best 3 of the coarse grid, all moved at once
+    multi = jaxtree.PACBayesTreeClassifier(max_depth=DEPTH, split="spread",
+                                           tune="gradient").fit(X, y)
+    assert set(multi.cv_results_["start"]) == {0, 1, 2}
     with pytest.raises(ValueError, match="tune"):
         jaxtree.PACBayesTreeClassifier(tune="random").fit(X, y)
     with pytest.raises(ValueError, match="lam1"):
