@@ -14,12 +14,15 @@ training set of the paper's size (:func:`experiments.datasets.train_size`).
   geometric values from 1e-6 to 1e-2, cv=2)``, refitted with the chosen ``ccp_alpha`` (the
   definition of ``experiments/cart_vs_ccp.py``).
 
-Writes ``experiments/results/vs_sklearn[_<cv-trees>].md`` (per dataset: mean ± std of the test
-errors over the splits, their ratio, wins) after every split, so an interrupted run leaves a
-labelled partial table.
+Each split's errors go to ``experiments/results/vs_sklearn[_<cv-trees>]/<dataset>_<split>.json``
+(a split already there is not rerun, so several processes may share the work); after every
+split the table ``experiments/results/vs_sklearn[_<cv-trees>].md`` is rewritten from all the
+records there (per dataset: mean ± std of the test errors over the splits, their ratio, wins),
+so an interrupted run leaves a labelled partial table.
 """
 
 import argparse
+import json
 import pathlib
 import time
 
@@ -45,35 +48,33 @@ def one_split(X, y, train, test, cv_trees):
     return 1 - ours.score(X[test], y[test]), 1 - search.score(X[test], y[test])
 
 
-def report(errors: dict, args, seconds: float) -> str:
-    command = ("python -m experiments.vs_sklearn --splits " + str(args.splits)
-               + " --cv-trees " + args.cv_trees
-               + (" --datasets " + " ".join(args.datasets)
-                  if list(args.datasets) != list(datasets.DATASETS) else ""))
+def report(records: list, cv_trees: str) -> str:
+    """The Markdown table of ``records`` (dicts: dataset, split, ours, theirs, seconds)."""
+    names = [n for n in datasets.DATASETS if any(r["dataset"] == n for r in records)]
     lines = ["# PAC-Bayes vote on a CART T0 against scikit-learn's CV-tuned ccp_alpha tree", "",
-             f"`{command}` ({seconds / 60:.0f} min on {jax.devices()[0]}, a machine shared with "
-             "other jobs). Protocol: the docstring of `experiments/vs_sklearn.py`; per-fold T0: "
-             f"`cv_trees=\"{args.cv_trees}\"`.", "",
+             f"`python -m experiments.vs_sklearn --cv-trees {cv_trees} --splits S --datasets ...` "
+             f"(one record per split; {sum(r['seconds'] for r in records) / 60:.0f} min of "
+             f"fits in all on {jax.devices()[0]}, a machine shared with other jobs). Protocol: "
+             "the docstring of `experiments/vs_sklearn.py`; per-fold T0: "
+             f"`cv_trees=\"{cv_trees}\"`.", "",
              "| dataset | splits | PAC-Bayes (CART T0) | scikit-learn ccp_alpha | ratio | "
              "splits won / lost |", "|---|---|---|---|---|---|"]
     ratios, ties_or_wins = [], 0
-    for name, rows in errors.items():
-        rows = np.asarray(rows)
-        ours, theirs = rows[:, 0], rows[:, 1]
+    for name in names:
+        rows = sorted((r for r in records if r["dataset"] == name), key=lambda r: r["split"])
+        ours = np.array([r["ours"] for r in rows])
+        theirs = np.array([r["theirs"] for r in rows])
         ratio = ours.mean() / theirs.mean()
         ratios.append(ratio)
         ties_or_wins += ours.mean() <= theirs.mean() + TIE
-        lines.append(f"| {name} | {len(rows)} | {ours.mean():.4f} ± {ours.std():.4f} | "
+        lines.append(f"| {name} | {', '.join(str(r['split']) for r in rows)} | "
+                     f"{ours.mean():.4f} ± {ours.std():.4f} | "
                      f"{theirs.mean():.4f} ± {theirs.std():.4f} | {ratio:.3f} | "
                      f"{int((ours < theirs).sum())} / {int((ours > theirs).sum())} |")
     if ratios:
         lines += ["", f"Ties (mean errors within {100 * TIE:.1f} points) or wins on "
                       f"{ties_or_wins} of {len(ratios)} datasets; geometric mean of the error "
                       f"ratio {np.exp(np.mean(np.log(ratios))):.3f}."]
-    done = sum(len(v) for v in errors.values())
-    if done < len(args.datasets) * args.splits:
-        lines += ["", f"**Partial results**: {done} of {len(args.datasets) * args.splits} "
-                      "splits done."]
     return "\n".join(lines) + "\n"
 
 
@@ -83,21 +84,28 @@ def main(argv=None):
                         choices=list(datasets.DATASETS))
     parser.add_argument("--splits", type=int, default=5)
     parser.add_argument("--cv-trees", default="auto", choices=["auto", "shared", "per_fold"])
-    parser.add_argument("--out", default=None)
     args = parser.parse_args(argv)
-    out = pathlib.Path(args.out or RESULTS / (
-        "vs_sklearn" + ("" if args.cv_trees == "auto" else f"_{args.cv_trees}") + ".md"))
-    start, errors = time.perf_counter(), {}
-    for name in args.datasets:
-        X, y = datasets.load(name)
-        size = datasets.train_size(name)
-        for s in range(args.splits):
+    stem = "vs_sklearn" + ("" if args.cv_trees == "auto" else f"_{args.cv_trees}")
+    folder = RESULTS / stem
+    folder.mkdir(parents=True, exist_ok=True)
+    data = {name: datasets.load(name) for name in args.datasets}
+    for s in range(args.splits):         # every dataset's split s before any split s + 1
+        for name, (X, y) in data.items():
+            size = datasets.train_size(name)
+            path = folder / f"{name}_{s}.json"
+            if path.exists():
+                continue
             order = np.random.default_rng(s).permutation(len(y))
             test, train = order[:datasets.TEST_SIZE], order[datasets.TEST_SIZE:][:size]
-            errors.setdefault(name, []).append(one_split(X, y, train, test, args.cv_trees))
-            print(name, s, errors[name][-1], f"{time.perf_counter() - start:.0f} s", flush=True)
-            out.write_text(report(errors, args, time.perf_counter() - start))
-    print(out.read_text())
+            start = time.perf_counter()
+            ours, theirs = one_split(X, y, train, test, args.cv_trees)
+            record = {"dataset": name, "split": s, "ours": float(ours),
+                      "theirs": float(theirs), "seconds": time.perf_counter() - start}
+            path.write_text(json.dumps(record))
+            print(record, flush=True)
+            records = [json.loads(p.read_text()) for p in sorted(folder.glob("*.json"))]
+            (RESULTS / f"{stem}.md").write_text(report(records, args.cv_trees))
+    print((RESULTS / f"{stem}.md").read_text())
 
 
 if __name__ == "__main__":
