@@ -11,7 +11,8 @@ import jaxtree
 def small_estimators():
     """Fresh instances, one per estimator class of jaxtree."""
     return [
-        jaxtree.PACBayesTreeClassifier(max_depth=4, lam1=1.0, lam2=1.0),
+        jaxtree.PACBayesTreeClassifier(partition="kd", split="cycle", max_depth=4, lam1=1.0,
+                                       lam2=1.0),
         jaxtree.PrunedTreeClassifier(max_depth=4),
         jaxtree.HSVoteClassifier(max_depth=4),
         jaxtree.ObliqueTreeClassifier(max_depth=2, n_restarts=1, n_jumps=1, n_cycles=1),

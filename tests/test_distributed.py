@@ -159,7 +159,7 @@ def test_tuned_fit_over_holders_equals_one_process():
 @pytest.mark.parametrize("params,bins", [
     (dict(partition="dyadic", split="spread", max_depth=12), None),
     (dict(partition="kd", split="spread", potentials="theory", lam1=0.5), None),
-    (dict(partition="cart", cv=3, random_state=2), 32)])
+    (dict(partition="cart", cv=3, random_state=2, cv_trees="shared"), 32)])
 def test_more_fits_over_holders_equal_one_process(params, bins):
     X, y = rows(7, n=500)
     reference = one_process_fit(params, X, y, bins)

@@ -16,7 +16,8 @@ from jaxtree import (NotFittedError, PACBayesTreeClassifier, kd_tree, node_stats
 
 def model(**params):
     """A small, untuned PAC-Bayes tree (λ's given, so nothing is selected by CV)."""
-    params = {"max_depth": 3, "lam1": 1.0, "lam2": 1.0, **params}
+    params = {"partition": "kd", "split": "cycle", "max_depth": 3, "lam1": 1.0, "lam2": 1.0,
+              **params}
     return PACBayesTreeClassifier(**params)
 
 

@@ -274,7 +274,8 @@ def test_estimator_grows_cart_t0_per_fold():
 def test_estimator_tuning_options():
     X, y = _data()
     labels = np.array(["a", "b", "c"])[y]
-    auto = jaxtree.PACBayesTreeClassifier(max_depth=DEPTH, split="spread").fit(X, labels)
+    kd = dict(partition="kd", max_depth=DEPTH, split="spread")
+    auto = jaxtree.PACBayesTreeClassifier(**kd).fit(X, labels)
     tree = jaxtree.kd_tree(X, max_depth=DEPTH, y=y, split="spread")
     folds = select.prepare_folds(tree, X, jnp.asarray(y), L, select.fold_masks(len(y), 2, 0))
     best = select.paper_search(tree, folds, select.pacbayes_votes).best_params
@@ -283,25 +284,25 @@ def test_estimator_tuning_options():
     assert len(results["params"]) == 200 and results["rank_test_score"].min() == 1
     chosen = results["params"][int(np.argmax(results["mean_test_score"][100:])) + 100]
     assert chosen == pytest.approx(auto.best_params_)
-    fixed = jaxtree.PACBayesTreeClassifier(max_depth=DEPTH, split="spread",
+    fixed = jaxtree.PACBayesTreeClassifier(**kd,
                                            **auto.best_params_).fit(X, labels)
     assert not hasattr(fixed, "best_params_")
     np.testing.assert_allclose(auto.predict_proba(X), fixed.predict_proba(X), atol=1e-6)
     # auto with one λ given tunes only the other
-    half = jaxtree.PACBayesTreeClassifier(max_depth=DEPTH, split="spread", lam2=2.0).fit(X, y)
+    half = jaxtree.PACBayesTreeClassifier(**kd, lam2=2.0).fit(X, y)
     assert set(half.best_params_) == {"lam1"} and half._param("lam2") == 2.0
-    grad = jaxtree.PACBayesTreeClassifier(max_depth=DEPTH, split="spread", tune="gradient",
+    grad = jaxtree.PACBayesTreeClassifier(**kd, tune="gradient",
                                           lam1=0.5, lam2=0.5).fit(X, y)
     assert grad.cv_results_["params"][0] == pytest.approx({"lam1": 0.5, "lam2": 0.5})
     assert np.isfinite(grad.cv_results_["smoothed_loss"]).all()
     # without a start: the best 3 of the coarse grid, all moved at once
-    multi = jaxtree.PACBayesTreeClassifier(max_depth=DEPTH, split="spread",
+    multi = jaxtree.PACBayesTreeClassifier(**kd,
                                            tune="gradient").fit(X, y)
     assert set(multi.cv_results_["start"]) == {0, 1, 2}
     with pytest.raises(ValueError, match="tune"):
-        jaxtree.PACBayesTreeClassifier(tune="random").fit(X, y)
+        jaxtree.PACBayesTreeClassifier(partition="kd", tune="random").fit(X, y)
     with pytest.raises(ValueError, match="lam1"):
-        jaxtree.PACBayesTreeClassifier(tune=None).fit(X, y)
+        jaxtree.PACBayesTreeClassifier(partition="kd", tune=None).fit(X, y)
 
 
 # ---------------------------------------------------------------------------------------------
