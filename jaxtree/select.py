@@ -108,9 +108,10 @@ class Folds:
     path, on_path: ``[k, m, levels]`` the routed validation points (:func:`jaxtree.route`).
     label:   ``[k, m]`` int, their labels.
     weight:  ``[k, m]`` float, their weights (0 for padding).
-    tree:    None (every fold on the one T0 passed beside the folds), or each fold's own T0
-             grown on its training part, padded to one shape and stacked (leading axis k;
-             :func:`prepare_fold_trees`).
+    tree:    None (every fold on the one T0 passed beside the folds) or the folds' own T0s.
+
+    With ``tree`` set, fold f uses its own T0, grown on its training part, padded to one shape
+    and stacked with the others (leading axis k; :func:`prepare_fold_trees`).
     """
 
     train: NodeStats
