@@ -261,8 +261,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         :func:`jaxtree.cart_tree`; its λ's are selected on trees grown per fold, see
         ``cv_trees``), ``"kd"`` or ``"dyadic"`` (the paper's label-blind trees,
         docs/theory/trees.md). The default is measured: on the seven Table 2 datasets a
-        CART T0 gave a test error no higher than a KD tree with either split rule, and half or
-        less on spam, epileptic and digit (README, "Defaults").
+        CART T0 gave a test error no higher than a KD tree with either split rule, and less
+        than half the better KD tree's on spam and epileptic (README, "Defaults").
       max_depth: depth of T0; None for :func:`default_depth`.
       min_split: nodes with fewer training points are not split.
       split: ``"spread"`` (default: the coordinate of widest interquartile range) or ``"cycle"``
