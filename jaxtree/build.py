@@ -72,7 +72,24 @@ def kd_tree(X, max_depth: int, min_split: int = 2, y=None, split: str = "cycle",
         (whichever takes less memory); see :func:`pack`.
 
     Returns:
-      a :class:`Tree` whose scaling divides each feature by its standard deviation.
+      a :class:`Tree` whose scaling divides each feature by its standard deviation; float
+      arrays in the dtype of ``X`` as JAX holds it (float32, or float64 with x64 enabled).
+      Each split is at the median of the node's points along its feature (in scaled units).
+
+    Example:
+        Four points of one feature; the root splits at the median (1.5, scaled by
+        1/std = 0.894), its children at 0.5 and 2.5:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> tree.internal.tolist()
+        [True, True, True, False, False, False, False]
+        >>> print((np.asarray(tree.threshold[:3]) / np.asarray(tree.inv_scale)).round(3))
+        [1.5 0.5 2.5]
+        >>> jaxtree.kd_tree(X, max_depth=2, y=np.array([0, 1, 1, 1])).internal.tolist()
+        [True, True, False, False, False, False, False]
     """
     X, y = _check_build_input(X, y, max_depth, min_split, split)
     return grow_kd(X, y, max_depth, min_split, split, layout)
@@ -94,8 +111,25 @@ def dyadic_tree(X, max_depth: int, min_split: int = 2, y=None, split: str = "cyc
                 layout: str = "complete") -> Tree:
     """Dyadic tree T0 on ``X`` (docs/theory/trees.md): cells are dyadic boxes of ``[0, 1]^D``.
 
-    Arguments as :func:`kd_tree`. The tree min–max scales each feature with the training data
-    and clips test points to ``[0, 1]``.
+    Arguments and result as :func:`kd_tree`. The tree min–max scales each feature with the
+    training data and clips test points to ``[0, 1]``; every split halves its cell along the
+    feature, wherever the points lie (a cell with fewer than ``min_split`` points, or a pure
+    one when ``y`` is given, is not split).
+
+    Example:
+        The points scale to 0, 0.25, 0.5 and 1; the root halves ``[0, 1]`` at 0.5, its left
+        cell (three points) at 0.25; the right cell holds one point and is not split:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [4.0]])
+        >>> tree = jaxtree.dyadic_tree(X, max_depth=2)
+        >>> tree.internal.tolist(), tree.clip
+        ([True, True, False, False, False, False, False], True)
+        >>> print(np.asarray(tree.threshold[:2]).round(3))
+        [0.5  0.25]
+        >>> jaxtree.leaf_of(tree, np.array([[-5.0], [9.0]])).tolist()
+        [3, 2]
     """
     X, y = _check_build_input(X, y, max_depth, min_split, split)
     return grow_dyadic(X, y, max_depth, min_split, split, layout)

@@ -88,6 +88,22 @@ class PruningProcess(NamedTuple):
     e.g. ``KL(Q‖P) = Σ_A P_Q(A in)·Σ_{x ∈ {split, stop}} P_Q(x | A)·(log P_Q(x | A) −
     log P_P(x | A))`` for two processes on one T0 (terms with ``P_Q(x | A) = 0`` dropped: they
     are ``0·(−inf + inf)`` in floating point), or a Gibbs risk ``Σ_A w(A)·E_A``.
+
+    Example:
+        T0 splits the root (slot 0) and its left child (slot 1) of a depth-2 heap; with zero
+        potentials its three prunings are equally likely, so the root splits with probability
+        2/3 and slot 1, when in, with probability 1/2:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> internal = np.array([True, True, False, False, False, False, False])
+        >>> process = jaxtree.pruning_process(np.zeros(7), internal)
+        >>> print(np.exp(np.asarray(process.log_reach)).round(3))
+        [1.    0.667 0.667 0.333 0.333 0.    0.   ]
+        >>> print(np.exp(np.asarray(process.log_split)).round(3))
+        [0.667 0.5   0.    0.    0.    0.    0.   ]
+        >>> print(np.exp(np.asarray(process.log_weights)).round(3))
+        [0.333 0.333 0.667 0.333 0.333 0.    0.   ]
     """
 
     log_reach: Array
@@ -118,6 +134,23 @@ def subtree_log_weights(leaf_potential: Array, internal: Array,
     Raises:
       ValueError, TypeError: on arrays that are not ``[nodes]`` for the layout, potentials that
         are not floats, or ``internal`` that is not bool.
+
+    ``Q(T) ∝ Π_{A ∈ leaves(T)} e^{φ(A)}·Π_{A ∈ internal(T)} e^{b(A)}`` over the prunings T of
+    T0. Float results in the potentials' dtype; differentiable (``grad``, ``vmap``, ``jit``).
+
+    Example:
+        T0 splits slots 0 and 1 of a depth-2 heap; it has three prunings: {0}, {1, 2} and
+        {2, 3, 4}. With zero potentials each has probability 1/3, so slot 2 is a leaf with
+        probability 2/3; slots 5 and 6 are not nodes of T0 (``-inf``):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> internal = np.array([True, True, False, False, False, False, False])
+        >>> log_w = jaxtree.subtree_log_weights(np.zeros(7), internal)
+        >>> print(np.exp(np.asarray(log_w)).round(3))
+        [0.333 0.333 0.667 0.333 0.333 0.    0.   ]
+        >>> bool(np.isneginf(log_w[5]))
+        True
     """
     layout = _checked_layout(internal, layout, leaf_potential=leaf_potential,
                              split_potential=split_potential)
@@ -131,7 +164,21 @@ def log_partition(leaf_potential: Array, internal: Array,
 
     Computed as ``φ(root) + softplus(d(root))``. Its gradient with respect to ``leaf_potential``
     is the node weights ``w(A)``, with respect to ``split_potential`` ``P(A splits)``. Arguments
-    as :func:`subtree_log_weights`; returns a scalar."""
+    as :func:`subtree_log_weights`; returns a scalar of the potentials' float dtype.
+
+    Example:
+        Three prunings of potential 0: ``log 3``; the gradient is the node weights:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> internal = np.array([True, True, False, False, False, False, False])
+        >>> print(np.asarray(jaxtree.log_partition(np.zeros(7), internal)).round(3))
+        1.099
+        >>> import jax
+        >>> grad = jax.grad(jaxtree.log_partition)(np.zeros(7, np.float32), internal)
+        >>> print(np.asarray(grad).round(3))
+        [0.333 0.333 0.667 0.333 0.333 0.    0.   ]
+    """
     layout = _checked_layout(internal, layout, leaf_potential=leaf_potential,
                              split_potential=split_potential)
     return _log_partition(leaf_potential, internal, split_potential, layout)
@@ -142,7 +189,23 @@ def pruning_process(leaf_potential: Array, internal: Array,
     """The distribution of :func:`subtree_log_weights` as a branching process: per-node
     ``log P(A in)``, ``log P(A splits | A in)``, ``log P(A stops | A in)``
     (:class:`PruningProcess`). Arguments as :func:`subtree_log_weights`; differentiable, with
-    gradients that are finite (0 at nodes never reached)."""
+    gradients that are finite (0 at nodes never reached).
+
+    Returns:
+      :class:`PruningProcess` of three ``[nodes]`` float arrays.
+
+    Example:
+        A leaf potential of ``log 2`` at slot 2 doubles the weight of the two prunings where
+        slot 2 is a leaf: the root splits with probability 4/5:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> internal = np.array([True, True, False, False, False, False, False])
+        >>> phi = np.array([0.0, 0.0, np.log(2.0), 0.0, 0.0, 0.0, 0.0])
+        >>> process = jaxtree.pruning_process(phi, internal)
+        >>> print(np.exp(np.asarray(process.log_split[:2])).round(3))
+        [0.8 0.5]
+    """
     layout = _checked_layout(internal, layout, leaf_potential=leaf_potential,
                              split_potential=split_potential)
     return _process_of_potentials(leaf_potential, internal, split_potential, layout)
@@ -152,7 +215,16 @@ def local_offsets(leaf_potential: Array, internal: Array,
                   split_potential: Optional[Array] = None, layout=None) -> Array:
     """``[nodes]``: ``δ(A) = b(A) + φ(A_L) + φ(A_R) − φ(A)`` where ``internal`` (0 elsewhere), the
     local offsets that :func:`log_weights_from_offsets` and :func:`pruning_process_from_offsets`
-    take. Arguments as :func:`subtree_log_weights`."""
+    take. Arguments as :func:`subtree_log_weights`; float result in the potentials' dtype.
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> internal = np.array([True, True, False, False, False, False, False])
+        >>> phi = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 0.0, 0.0])
+        >>> print(np.asarray(jaxtree.local_offsets(phi, internal)))
+        [4. 7. 0. 0. 0. 0. 0.]
+    """
     layout = _checked_layout(internal, layout, leaf_potential=leaf_potential,
                              split_potential=split_potential)
     return _jitted_local_offsets(leaf_potential, internal, split_potential, layout)
@@ -169,6 +241,21 @@ def log_weights_from_offsets(offset: Array, internal: Array, layout=None) -> Arr
 
     Returns:
       ``[nodes]`` float, as :func:`subtree_log_weights` for any potentials with these offsets.
+
+    Example:
+        The offsets of the potentials, not the potentials themselves, set the weights; here
+        large offsets make the deepest pruning, {2, 3, 4}, nearly certain:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> internal = np.array([True, True, False, False, False, False, False])
+        >>> phi = np.array([1.0, 2.0, 3.0, 4.0, 5.0, 0.0, 0.0])
+        >>> offsets = jaxtree.local_offsets(phi, internal)
+        >>> log_w = jaxtree.log_weights_from_offsets(offsets, internal)
+        >>> bool(np.allclose(log_w, jaxtree.subtree_log_weights(phi, internal)))
+        True
+        >>> print(np.exp(np.asarray(log_w)).round(3))
+        [0.    0.001 1.    0.999 0.999 0.    0.   ]
     """
     layout = _checked_layout(internal, layout, offset=offset)
     return _jitted_log_weights(offset, internal, layout)
@@ -176,7 +263,23 @@ def log_weights_from_offsets(offset: Array, internal: Array, layout=None) -> Arr
 
 def pruning_process_from_offsets(offset: Array, internal: Array, layout=None) -> PruningProcess:
     """:func:`pruning_process` from the local offsets ``δ`` (arguments as
-    :func:`log_weights_from_offsets`)."""
+    :func:`log_weights_from_offsets`): a node A of the pruning splits with probability
+    ``σ(d(A))``, ``d(A) = δ(A) + softplus(d(A_L)) + softplus(d(A_R))`` (module docstring).
+
+    Returns:
+      :class:`PruningProcess` of three ``[nodes]`` float arrays.
+
+    Example:
+        Slot 1: ``σ(1) = 0.731``; the root: ``σ(0 + softplus(1)) = 0.788``:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> internal = np.array([True, True, False, False, False, False, False])
+        >>> process = jaxtree.pruning_process_from_offsets(np.array([0.0, 1, 0, 0, 0, 0, 0]),
+        ...                                                internal)
+        >>> print(np.exp(np.asarray(process.log_split[:2])).round(3))
+        [0.788 0.731]
+    """
     layout = _checked_layout(internal, layout, offset=offset)
     return _jitted_pruning_process(offset, internal, layout)
 
@@ -185,7 +288,17 @@ def child_values(x, layout=None):
     """``(x at the left child, x at the right child)`` of each node: ``x`` is a ``[nodes]`` array
     or a pytree of them, and so is each of the two results. 0 at the slots of the deepest level,
     unspecified (some slot's value) at other nodes that T0 does not split. A gather: JAX
-    differentiates (and transposes) it by itself."""
+    differentiates (and transposes) it by itself.
+
+    Example:
+        On the depth-2 heap (slot ``i``'s children are ``2i + 1`` and ``2i + 2``):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> left, right = jaxtree.child_values(np.arange(7.0))
+        >>> print(np.asarray(left)[:3], np.asarray(right)[:3])
+        [1. 3. 5.] [2. 4. 6.]
+    """
     leaves = jax.tree.leaves(x)
     if not leaves:
         raise ValueError("child_values needs at least one [nodes] array")
@@ -213,6 +326,17 @@ def best_pruning(leaf_cost: Array, internal: Array, split_cost: Optional[Array] 
 
     Returns:
       ``[nodes]`` bool, True exactly at the leaves of the minimum-cost pruning.
+
+    Example:
+        Stopping at the root costs 3; splitting it costs ``min(2, 0 + 1) + 0 = 1``, so the
+        pruning splits the root and slot 1:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> internal = np.array([True, True, False, False, False, False, False])
+        >>> leaf_cost = np.array([3, 2, 0, 0, 1, 0, 0])
+        >>> jaxtree.best_pruning(leaf_cost, internal).tolist()
+        [False, False, True, True, True, False, False]
     """
     mask, _ = best_pruning_and_cost(leaf_cost, internal, split_cost, layout)
     return mask
@@ -220,7 +344,26 @@ def best_pruning(leaf_cost: Array, internal: Array, split_cost: Optional[Array] 
 
 def best_pruning_and_cost(leaf_cost: Array, internal: Array, split_cost: Optional[Array] = None,
                           layout=None) -> tuple[Array, Array]:
-    """:func:`best_pruning` and the minimum cost (a scalar) together."""
+    """:func:`best_pruning` and the minimum cost (a scalar) together.
+
+    Returns:
+      ``(leaf_mask, cost)``: ``[nodes]`` bool and a scalar of ``leaf_cost``'s dtype.
+
+    Example:
+        A split cost of 3 at the root makes stopping there (cost 3) the cheaper choice:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> internal = np.array([True, True, False, False, False, False, False])
+        >>> leaf_cost = np.array([3, 2, 0, 0, 1, 0, 0])
+        >>> mask, cost = jaxtree.best_pruning_and_cost(leaf_cost, internal)
+        >>> mask.tolist(), int(cost)
+        ([False, False, True, True, True, False, False], 1)
+        >>> split_cost = np.array([3, 0, 0, 0, 0, 0, 0])
+        >>> mask, cost = jaxtree.best_pruning_and_cost(leaf_cost, internal, split_cost)
+        >>> mask.tolist(), int(cost)
+        ([True, False, False, False, False, False, False], 3)
+    """
     layout = _checked_layout(internal, layout, real=True, leaf_cost=leaf_cost,
                              split_cost=split_cost)
     return _best_pruning_and_cost(leaf_cost, internal, split_cost, layout)
@@ -240,7 +383,19 @@ def _best_pruning_and_cost(leaf_cost, internal, split_cost, layout):
 
 
 def tree_membership(internal: Array, layout=None) -> Array:
-    """``[nodes]`` bool: True at the nodes of T0 (the root and every child of an internal node)."""
+    """``[nodes]`` bool: True at the nodes of T0 (the root and every child of an internal node).
+
+    Args:
+      internal: ``[nodes]`` bool, True where T0 splits the node.
+      layout: the tree's layout; None means the complete heap layout.
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> internal = np.array([True, True, False, False, False, False, False])
+        >>> jaxtree.tree_membership(internal).tolist()
+        [True, True, True, True, True, False, False]
+    """
     layout = _checked_layout(internal, layout)
     _, _, in_tree = _prepare(internal, layout)
     return in_tree

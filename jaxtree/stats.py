@@ -40,10 +40,29 @@ _MIN_CHUNK_ROWS = 1024
                    data_fields=["counts", "label"], meta_fields=[])
 @dataclasses.dataclass(frozen=True)
 class NodeStats:
-    """Statistics of a sample on a tree.
+    """Statistics of a sample on a tree (a pytree, from :func:`node_stats`).
 
-    counts: ``[nodes, L]`` float, ``N_{A,l}`` (weighted counts when sample weights are given).
-    label:  ``[nodes]`` int32, ``l(A)``.
+    Attributes:
+      counts: ``[nodes, L]`` float (float32, or float64 with x64), ``N_{A,l}``: the number of
+        points of class l in node A (weighted counts when sample weights are given).
+      label: ``[nodes]`` int32, ``l(A)``, the majority class of A (ties to the smaller class;
+        an empty node takes its parent's label).
+
+    The properties ``total`` (``[nodes]``, ``N_A``), ``errors`` (``[nodes]``,
+    ``E_A = N_A − N_{A, l(A)}``), ``num_samples`` (scalar, the root's count) and
+    ``num_classes`` (L) derive from them.
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2, y=y)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> stats.counts.tolist()[:3]
+        [[1.0, 3.0], [1.0, 1.0], [0.0, 2.0]]
+        >>> stats.label.tolist(), stats.errors.tolist(), stats.num_classes
+        ([1, 0, 1, 0, 1, 1, 1], [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0], 2)
     """
 
     counts: Array
@@ -93,6 +112,18 @@ def node_stats(tree: Tree, X: Array, y: Array, num_classes: int,
         not real, and (checked when the arrays are concrete; under your own ``jit`` such points
         would silently count nowhere or go left) labels outside ``0..L-1``, NaN/inf in ``X`` or
         ``sample_weight``, negative weights.
+
+    Example:
+        A weight of 2 on the first point:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2, y=y)
+        >>> stats = jaxtree.node_stats(tree, X, y, 2, sample_weight=np.array([2.0, 1, 1, 1]))
+        >>> stats.counts.tolist()[:3], stats.label.tolist()[:3]
+        ([[2.0, 3.0], [2.0, 1.0], [0.0, 2.0]], [1, 0, 1])
     """
     _check_sample(tree, X, y, num_classes, sample_weight)
     if chunk_size is None and (isinstance(X, np.memmap) or (
@@ -107,7 +138,22 @@ def node_stats(tree: Tree, X: Array, y: Array, num_classes: int,
 
 def node_stats_from_chunks(tree: Tree, chunks: Iterable, num_classes: int) -> NodeStats:
     """:func:`node_stats` of the rows of ``chunks``: an iterable of ``(X, y)`` or
-    ``(X, y, sample_weight)`` (``[k, D]``, ``[k]``, ``[k]``; k may vary), read once."""
+    ``(X, y, sample_weight)`` (``[k, D]`` real, ``[k]`` int, ``[k]`` float; k may vary), read
+    once: for data that does not fit in memory at once (a generator reading a file).
+
+    Returns:
+      :class:`NodeStats` equal to :func:`node_stats` of all rows.
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2, y=y)
+        >>> chunks = ((X[i:i + 3], y[i:i + 3]) for i in range(0, 4, 3))
+        >>> jaxtree.node_stats_from_chunks(tree, chunks, 2).counts.tolist()[:3]
+        [[1.0, 3.0], [1.0, 1.0], [0.0, 2.0]]
+    """
     return stats_from_counts(tree, count_chunks(tree, chunks, num_classes))
 
 

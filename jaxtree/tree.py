@@ -43,6 +43,30 @@ class Tree:
         clip: static bool; clip scaled points to ``[0, 1]`` (dyadic trees).
         coef: ``[nodes, D]`` float hyperplane normals of an oblique tree (``feature`` unused),
             or None for an axis-aligned tree.
+
+    Float arrays are float32, or float64 with ``jax_enable_x64``. A point goes to the left
+    child of an axis-aligned node when its scaled ``feature`` coordinate is ``<= threshold``.
+    Trees come from the builders (:func:`jaxtree.kd_tree`, :func:`jaxtree.dyadic_tree`,
+    :func:`jaxtree.cart_tree`, :func:`jaxtree.oblique_tree`); a Tree is a pytree (``jit``,
+    ``vmap`` and ``tree_map`` see its arrays; ``layout`` and ``clip`` are static).
+
+    Example:
+        A depth-2 KD tree on four points of one feature; with ``y`` given, the pure right
+        child (slot 2) is not split:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2, y=y)
+        >>> tree.layout, tree.num_nodes
+        (CompleteLayout(depth=2), 7)
+        >>> tree.internal.tolist()
+        [True, True, False, False, False, False, False]
+        >>> tree.left_child.tolist()[:2], tree.node_depth.tolist()
+        ([1, 3], [0, 1, 1, 2, 2, 2, 2])
+        >>> print(np.asarray(tree.threshold).round(3))
+        [1.342 0.447 0.    0.    0.    0.    0.   ]
     """
 
     feature: Array
@@ -112,6 +136,20 @@ def route(tree: Tree, X: Array) -> tuple[Array, Array]:
     Raises:
       ValueError, TypeError: ``X`` of another shape than ``[n, D]``, not real, or (when
         concrete) holding NaN or inf, which would be routed silently to the left.
+
+    Example:
+        Points 2 and 3 stop at slot 2, a leaf of T0 at level 1 (its slot is repeated, and
+        ``on_path`` is False, at level 2):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2, y=np.array([0, 1, 1, 1]))
+        >>> path, on_path = jaxtree.route(tree, X)
+        >>> path.tolist()
+        [[0, 1, 3], [0, 1, 4], [0, 2, 2], [0, 2, 2]]
+        >>> on_path.tolist()
+        [[True, True, True], [True, True, True], [True, True, False], [True, True, False]]
     """
     check_points(X, tree.num_features)
     return _route(tree, X)
@@ -141,7 +179,18 @@ def _route(tree: Tree, X: Array) -> tuple[Array, Array]:
 
 
 def leaf_of(tree: Tree, X: Array) -> Array:
-    """``[n]`` int32: the slot of the T0-leaf containing each point."""
+    """``[n]`` int32: the slot of the T0-leaf containing each ``[n, D]`` point of ``X``.
+
+    The last column of :func:`route`'s ``path``; raises as :func:`route` does.
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2, y=np.array([0, 1, 1, 1]))
+        >>> jaxtree.leaf_of(tree, np.array([[0.8], [2.5], [-9.0]])).tolist()
+        [4, 2, 3]
+    """
     path, _ = route(tree, X)
     return path[:, -1]
 
