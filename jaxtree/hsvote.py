@@ -35,7 +35,21 @@ LOSSES = ("log", "absolute")
 
 
 def hs_node_estimates(stats: NodeStats) -> Array:
-    """``[nodes]``: ``p_A = (N_{A,1} + ½) / (N_A + 1)`` (½ at empty nodes); binary statistics."""
+    """``[nodes]`` float: ``p_A = (N_{A,1} + ½) / (N_A + 1)`` (½ at empty nodes), the
+    Krichevsky–Trofimov estimate of ``P(y = 1)`` in A; binary statistics (``L = 2``).
+
+    Example:
+        The root holds one point of class 0 and three of class 1: ``3.5 / 5 = 0.7``:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> print(np.asarray(jaxtree.hs_node_estimates(stats)).round(3))
+        [0.7   0.5   0.833 0.25  0.75  0.75  0.75 ]
+    """
     _check_binary(stats)
     return (stats.counts[:, 1] + 0.5) / (stats.total + 1.0)
 
@@ -66,6 +80,23 @@ def hs_potentials(stats: NodeStats, internal: Array, eta, loss: str = "log",
         choice for that loss; tuned in the experiments); may be traced.
       loss: ``"log"`` (the default) or ``"absolute"``.
       layout: the tree's layout (None: complete heap).
+
+    Returns:
+      ``(leaf_potential, split_potential)``, both ``[nodes]`` float: ``−η·loss_A`` (plus
+      ``log ½`` where T0 splits A) and ``log ½`` where T0 splits A (0 elsewhere).
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> leaf, split = jaxtree.hs_potentials(stats, tree.internal, eta=1.0)
+        >>> print(np.asarray(leaf).round(3))
+        [-2.967 -2.079 -1.058 -0.288 -0.288 -0.288 -0.288]
+        >>> print(np.asarray(split).round(3))
+        [-0.693 -0.693 -0.693  0.     0.     0.     0.   ]
     """
     split = jnp.asarray(internal, bool)
     split = split & tree_membership(split, layout)
@@ -75,7 +106,23 @@ def hs_potentials(stats: NodeStats, internal: Array, eta, loss: str = "log",
 
 
 def hs_log_weights(tree: Tree, stats: NodeStats, eta, loss: str = "log") -> Array:
-    """``[nodes]`` log node weights ``log w(A)`` of the HS posterior over prunings."""
+    """``[nodes]`` float log node weights ``log w(A)`` of the HS posterior over prunings.
+
+    :func:`jaxtree.subtree_log_weights` of :func:`hs_potentials`; ``eta`` may be traced.
+
+    Example:
+        The weights on each root-to-leaf path sum to 1:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> log_w = jaxtree.hs_log_weights(tree, stats, eta=1.0)
+        >>> print(np.exp(np.asarray(log_w)).round(3))
+        [0.287 0.219 0.394 0.493 0.493 0.319 0.319]
+    """
     leaf, split = hs_potentials(stats, tree.internal, eta, loss, tree.layout)
     return subtree_log_weights(leaf, tree.internal, split, layout=tree.layout)
 
@@ -87,6 +134,21 @@ def hs_vote(tree: Tree, estimates: Array, log_weights: Array, X: Array) -> Array
       estimates: ``[nodes]`` p_A (:func:`hs_node_estimates`).
       log_weights: ``[nodes]`` (:func:`hs_log_weights`).
       X: ``[n, D]`` points.
+
+    Returns:
+      ``[n]`` float, ``P(y = 1 | x)``.
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> estimates = jaxtree.hs_node_estimates(stats)
+        >>> log_w = jaxtree.hs_log_weights(tree, stats, eta=1.0)
+        >>> print(np.asarray(jaxtree.hs_vote(tree, estimates, log_w, X)).round(3))
+        [0.434 0.681 0.768 0.768]
     """
     check_points(X, tree.num_features)  # values too, before tracing
     return _hs_vote(tree, estimates, log_weights, X)

@@ -62,7 +62,24 @@ def c1_leaf_cost(stats: NodeStats, lam) -> Array:
       lam: scalar λ ≥ 0, the price of one non-empty leaf in training errors.
 
     Returns:
-      ``[nodes]`` leaf cost for :func:`jaxtree.best_pruning`.
+      ``[nodes]`` float leaf cost for :func:`jaxtree.best_pruning`.
+
+    Example:
+        T0 is the full depth-2 tree on four points (one training error at the root and at slot
+        1, none below):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> print(np.asarray(jaxtree.c1_leaf_cost(stats, 0.4)).round(3))
+        [1.4 1.4 0.4 0.4 0.4 0.4 0.4]
+        >>> jaxtree.best_pruning(jaxtree.c1_leaf_cost(stats, 0.4), tree.internal).tolist()
+        [False, False, True, True, True, False, False]
+        >>> jaxtree.best_pruning(jaxtree.c1_leaf_cost(stats, 2.0), tree.internal).tolist()
+        [True, False, False, False, False, False, False]
     """
     return stats.errors + lam * (stats.total > 0)
 
@@ -77,15 +94,44 @@ def sn_leaf_cost(stats: NodeStats, node_depth: Array, lam) -> Array:
       lam: scalar λ ≥ 0.
 
     Returns:
-      ``[nodes]`` leaf cost for :func:`jaxtree.best_pruning`.
+      ``[nodes]`` float leaf cost for :func:`jaxtree.best_pruning`.
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> cost = jaxtree.sn_leaf_cost(stats, tree.node_depth, 0.1)
+        >>> print(np.asarray(cost).round(3))
+        [1.    1.141 0.141 0.2   0.2   0.2   0.2  ]
+        >>> jaxtree.best_pruning(cost, tree.internal).tolist()
+        [False, False, True, True, True, False, False]
     """
     depth = node_depth.astype(stats.counts.dtype)
     return stats.errors + lam * jnp.sqrt(jnp.maximum(stats.total, depth) * depth)
 
 
 def holdout_errors(counts: Array, label: Array) -> Array:
-    """``[nodes]``: errors of a second sample (``counts [nodes, L]``) when each node predicts
-    ``label [nodes]`` (the labels set on the first sample)."""
+    """``[nodes]`` float: errors of a second sample (``counts [nodes, L]`` float) when each node
+    predicts ``label [nodes]`` int (the labels set on the first sample).
+
+    Example:
+        Labels set on ``y``, errors counted on ``y_holdout`` (the root predicts 1: two errors):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> y_holdout = np.array([0, 0, 1, 1])
+        >>> holdout = jaxtree.node_stats(tree, X, y_holdout, num_classes=2)
+        >>> holdout_err = jaxtree.holdout_errors(holdout.counts, stats.label)
+        >>> print(np.asarray(holdout_err))
+        [2. 0. 0. 0. 1. 0. 0.]
+    """
     return NodeStats(counts=counts, label=label).errors
 
 
@@ -99,6 +145,25 @@ def rep_pruning(holdout_err: Array, internal: Array, layout=None) -> Array:
     Args:
       holdout_err: ``[nodes]`` errors on S2 with labels set on S1 (:func:`holdout_errors`).
       internal: ``[nodes]`` bool, T0 (grown on S1).
+      layout: the tree's layout; None for the complete heap layout.
+
+    Returns:
+      ``[nodes]`` bool leaf mask.
+
+    Example:
+        Slot 1 makes no hold-out error as a leaf and its children one, so it is pruned:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> y_holdout = np.array([0, 0, 1, 1])
+        >>> holdout = jaxtree.node_stats(tree, X, y_holdout, num_classes=2)
+        >>> holdout_err = jaxtree.holdout_errors(holdout.counts, stats.label)
+        >>> jaxtree.rep_pruning(holdout_err, tree.internal).tolist()
+        [False, True, True, False, False, False, False]
     """
     return best_pruning(holdout_err, internal, layout=layout)
 
@@ -129,6 +194,23 @@ def local_test_pruning(errors: Array, nonempty: Array, slack_const: Array, slack
 
     Returns:
       ``[nodes]`` bool leaf mask of the pruned tree.
+
+    Example:
+        Without slack every split that removes an error stays; a slack of 2 errors
+        (``sqrt(4)``) prunes to the root:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> zero = np.zeros(7)
+        >>> args = (stats.errors, stats.total > 0)
+        >>> jaxtree.local_test_pruning(*args, zero, zero, tree.internal).tolist()
+        [False, False, True, True, True, False, False]
+        >>> jaxtree.local_test_pruning(*args, zero + 4, zero, tree.internal).tolist()
+        [True, False, False, False, False, False, False]
     """
     return _local_test_pruning(errors, nonempty, slack_const, slack_per_leaf, internal,
                                resolve_layout(layout, errors))
@@ -193,7 +275,30 @@ def optimistic_slack(stats: NodeStats, node_depth: Array, c=1.0, delta=0.05, res
 def km_pruning(tree: Tree, stats: NodeStats, c, delta=0.05, log_num_tests=None) -> Array:
     """Kearns–Mansour bottom-up pruning (Kearns & Mansour 1998; docs/theory/pruning.md) as a leaf mask ``[nodes]``.
 
-    ``log_num_tests`` (``log|H|``) defaults to :func:`log_num_tests_of` of ``tree``."""
+    Args:
+      tree: T0. stats: its training statistics.
+      c: scalar ≥ 0, the constant in front of the slack (1: the test as stated).
+      delta: confidence δ. log_num_tests: ``log|H|``; defaults to :func:`log_num_tests_of` of
+        ``tree``.
+
+    Returns:
+      ``[nodes]`` bool leaf mask (:func:`local_test_pruning` with the KM slack).
+
+    Example:
+        On four points the full slack (``c=1``) prunes to the root; a tenth of it keeps the
+        split of slot 1, which removes an error:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> jaxtree.km_pruning(tree, stats, c=1.0).tolist()
+        [True, False, False, False, False, False, False]
+        >>> jaxtree.km_pruning(tree, stats, c=0.1).tolist()
+        [False, False, True, True, True, False, False]
+    """
     if log_num_tests is None:
         log_num_tests = log_num_tests_of(tree)
     const, per_leaf = km_slack(stats, tree.node_depth, log_num_tests, c, delta)
@@ -203,7 +308,26 @@ def km_pruning(tree: Tree, stats: NodeStats, c, delta=0.05, log_num_tests=None) 
 
 @functools.partial(jax.jit, static_argnames=("resample",))
 def optimistic_pruning(tree: Tree, stats: NodeStats, c=1.0, delta=0.05, resample=True) -> Array:
-    """Optimistic pruning (Nock 2002) as a leaf mask ``[nodes]``; see :func:`optimistic_slack`."""
+    """Optimistic pruning (Nock 2002) as a leaf mask ``[nodes]``; see :func:`optimistic_slack`.
+
+    Args:
+      tree: T0. stats: its training statistics.
+      c: scalar ≥ 0, the constant of the slack. delta: confidence δ.
+      resample: treat a sample smaller than 5000 as resampled to 5000 (Nock 2002).
+
+    Returns:
+      ``[nodes]`` bool leaf mask (:func:`local_test_pruning` with the optimistic slack).
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> jaxtree.optimistic_pruning(tree, stats).tolist()
+        [False, False, True, True, True, False, False]
+    """
     const, per_leaf = optimistic_slack(stats, tree.node_depth, c, delta, resample)
     return local_test_pruning(stats.errors, stats.total > 0, const, per_leaf, tree.internal,
                               tree.layout)
@@ -310,6 +434,28 @@ def min_error_per_size(errors: Array, nonempty: Array, internal: Array, max_size
         wrong number).
       holdout_err: optional ``[nodes]`` errors of a hold-out sample (:func:`holdout_errors`).
       layout: the tree's layout; None for the complete heap layout.
+
+    Returns:
+      :class:`SizeTable`: ``errors`` and ``holdout`` ``[S+1]`` float (``inf`` for sizes with no
+      pruning) and the back-tracking tables for :func:`pruning_of_size`.
+
+    Example:
+        No pruning has 0 leaves; the root alone (size 1) makes one error, as does {1, 2};
+        {3, 4, 2} (size 3) makes none:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> y_holdout = np.array([0, 0, 1, 1])
+        >>> holdout = jaxtree.node_stats(tree, X, y_holdout, num_classes=2)
+        >>> holdout_err = jaxtree.holdout_errors(holdout.counts, stats.label)
+        >>> table = jaxtree.min_error_per_size(stats.errors, stats.total > 0, tree.internal,
+        ...                                    max_size=4, holdout_err=holdout_err)
+        >>> print(np.asarray(table.errors), np.asarray(table.holdout))
+        [inf  1.  1.  0.  0.] [inf  2.  0.  1.  1.]
     """
     layout = resolve_layout(layout, errors)
     member = _membership(internal, layout)
@@ -445,6 +591,19 @@ def pruning_of_size(table: SizeTable, size, internal: Array, layout=None) -> Arr
 
     A node is reached with a target size; it is a leaf of the pruning if its choice is -1, else its
     children are reached with targets ``choice`` and ``target - choice``.
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [3.0]])
+        >>> y = np.array([0, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> stats = jaxtree.node_stats(tree, X, y, num_classes=2)
+        >>> table = jaxtree.min_error_per_size(stats.errors, stats.total > 0, tree.internal, 4)
+        >>> jaxtree.pruning_of_size(table, 3, tree.internal).tolist()
+        [False, False, True, True, True, False, False]
+        >>> jaxtree.pruning_of_size(table, 2, tree.internal).tolist()
+        [False, True, True, False, False, False, False]
     """
     layout = resolve_layout(layout, internal)
     return _pruning_of_size(table, jnp.asarray(size, jnp.int32), layout)
@@ -501,6 +660,21 @@ def srm_select(errors_per_size: Array, n, c, delta=0.05, log_num_tests=1.0) -> A
       errors_per_size: ``[S+1]`` (:attr:`SizeTable.errors`).
       n: sample size; c: the bound's constant (tuned; 1 is the plain bound); delta: δ;
       log_num_tests: ``log|H|`` (:func:`log_num_tests_of`).
+
+    Returns:
+      int32 scalar, the chosen size s.
+
+    Example:
+        A small constant picks the error-free size 3; the plain bound (``c=1``) on four
+        points prefers a single leaf:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> errors_per_size = np.array([np.inf, 1.0, 1.0, 0.0, 0.0])
+        >>> int(jaxtree.srm_select(errors_per_size, n=4, c=0.1))
+        3
+        >>> int(jaxtree.srm_select(errors_per_size, n=4, c=1.0))
+        1
     """
     sizes = jnp.arange(errors_per_size.shape[0], dtype=errors_per_size.dtype)
     bound = errors_per_size / n + c * jnp.sqrt(
