@@ -135,6 +135,12 @@ def fold_masks(n: int, folds: int = 2, seed: int = 0) -> np.ndarray:
 
     Points are shuffled with ``seed`` and dealt round-robin, so validation parts differ in size
     by at most one and every point is validated exactly once.
+
+    Example:
+        >>> import jaxtree
+        >>> jaxtree.fold_masks(8, folds=2, seed=0).astype(int)
+        array([[1, 0, 0, 0, 1, 0, 1, 1],
+               [0, 1, 1, 1, 0, 1, 0, 0]])
     """
     if folds < 2 or folds > n:
         raise ValueError(f"folds must be between 2 and the number of samples ({n}); got {folds}")
@@ -161,6 +167,24 @@ def prepare_folds(tree: Tree, X: Array, y: Array, num_classes: int, train_masks,
       valid_size: ``m``, the padded size of the validation parts (default:
         :func:`validation_slots`); give one value to problems of one padded shape to share
         their compilations.
+
+    Returns:
+      :class:`Folds`: ``train`` :class:`jaxtree.NodeStats` with ``counts [k, nodes, L]``,
+      ``path`` / ``on_path`` ``[k, m, levels]`` int32 / bool, ``label [k, m]`` int32 and
+      ``weight [k, m]`` float of the validation points.
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> from jaxtree.select import pacbayes_votes
+        >>> X = np.arange(8.0)[:, None]
+        >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> folds = jaxtree.prepare_folds(tree, X, y, 2, jaxtree.fold_masks(8, folds=2))
+        >>> folds.train.counts.shape
+        (2, 7, 2)
+        >>> print(np.asarray(folds.weight).sum(axis=1))
+        [4. 4.]
     """
     masks = np.asarray(train_masks, bool)
     n = np.shape(X)[0]
@@ -286,6 +310,31 @@ def grid_errors(tree: Tree, folds: Folds, votes_fn: Callable, grid: dict,
     over folds. The chunks are made equal (``G`` split into ``c`` chunks of ``ceil(G / c)``, the
     last one padded with copies of the last setting) so that the chunk is compiled once:
     ``lax.map`` compiles a remainder chunk as a second copy of the whole computation.
+
+    Args:
+      tree, folds: T0 and :func:`prepare_folds` output.
+      votes_fn: the method (module docstring), e.g. :func:`pacbayes_votes`.
+      grid: ``{name: [G]}`` float settings of ``votes_fn``'s parameters.
+      batch_size: settings evaluated at once.
+
+    Returns:
+      ``[G, k]`` float error counts (weighted by the validation weights).
+
+    Example:
+        Three settings of λ1 (λ2 = 1) on two folds of four validation points:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> from jaxtree.select import pacbayes_votes
+        >>> X = np.arange(8.0)[:, None]
+        >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> folds = jaxtree.prepare_folds(tree, X, y, 2, jaxtree.fold_masks(8, folds=2))
+        >>> grid = {"lam1": np.array([0.1, 1.0, 10.0]), "lam2": np.ones(3)}
+        >>> print(np.asarray(jaxtree.grid_errors(tree, folds, pacbayes_votes, grid)))
+        [[2. 3.]
+         [1. 0.]
+         [1. 0.]]
     """
     size = jax.tree.leaves(grid)[0].shape[0]
     if batch_size is None:
@@ -358,6 +407,27 @@ def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAY
       progress: optional callback ``progress(number_of_settings_done)`` after each stage.
       errors_fn: replaces :func:`grid_errors` (same arguments and result); the distributed fit
         splits the settings over processes with it.
+
+    Returns:
+      :class:`GridSearchResult`: both stages' grids and ``[G, k]`` errors, ``best_params``
+      (``{name: scalar}``) and ``best_error`` (the validation error rate, a float scalar).
+
+    Example:
+        A two-value base grid and a two-value linear stage (the paper uses 10 and 10):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> from jaxtree.select import pacbayes_votes
+        >>> X = np.arange(8.0)[:, None]
+        >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> folds = jaxtree.prepare_folds(tree, X, y, 2, jaxtree.fold_masks(8, folds=2))
+        >>> result = jaxtree.paper_search(tree, folds, pacbayes_votes,
+        ...                               base_grid=np.array([0.5, 4.0]), linear_size=2)
+        >>> [errors.shape for errors in result.errors], float(result.best_error)
+        ([(4, 2), (4, 2)], 0.125)
+        >>> sorted(result.best_params)
+        ['lam1', 'lam2']
     """
     errors_fn = grid_errors if errors_fn is None else errors_fn
     grid0 = _first_grid(jnp.asarray(base_grid), tuple(directions), fixed or {})
@@ -551,6 +621,26 @@ def gradient_tune(tree: Tree, folds: Folds, votes_fn: Callable, init: Optional[d
       loss: ``"log"`` or ``"zero_one"`` (:func:`smoothed_loss`).
       fixed: ``{name: value}`` parameters of ``votes_fn`` held fixed.
       progress: optional callback ``progress(1)`` after each step.
+
+    The other arguments: ``tree``, ``folds`` (:func:`prepare_folds`), ``votes_fn`` (module
+    docstring), the number of ``steps``, Adam's ``learning_rate``, the temperatures, the
+    ``patience``, ``log_bounds`` on θ and ``eps`` (the smoothing's floor).
+
+    Returns:
+      :class:`GradientResult` (``best_params``, ``best_error``, the ``path`` of the steps).
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> from jaxtree.select import pacbayes_votes
+        >>> X = np.arange(8.0)[:, None]
+        >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> folds = jaxtree.prepare_folds(tree, X, y, 2, jaxtree.fold_masks(8, folds=2))
+        >>> result = jaxtree.gradient_tune(tree, folds, pacbayes_votes,
+        ...                                init={"lam1": 1.0, "lam2": 1.0}, steps=5)
+        >>> sorted(result.best_params), float(result.best_error), len(result.path)
+        (['lam1', 'lam2'], 0.125, 5)
     """
     dtype = tree.threshold.dtype
     coarse = 0
@@ -632,6 +722,20 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
       ``mean_test_score`` (validation accuracy over all folds' points), and for ``"grid"``
       ``stage``, ``split<f>_test_score``, ``std_test_score``, ``rank_test_score``; for
       ``"gradient"`` the path: ``step``, ``temperature``, ``smoothed_loss``.
+
+    Example:
+        The paper's protocol for the PAC-Bayes λ's (2 × 100 settings, 2-fold CV):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> from jaxtree.select import pacbayes_votes
+        >>> X = np.arange(8.0)[:, None]
+        >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> from jaxtree.select import PACBAYES_DIRECTIONS
+        >>> best, cv_results = jaxtree.tune(tree, X, y, 2, pacbayes_votes, PACBAYES_DIRECTIONS)
+        >>> sorted(best), len(cv_results["params"]), float(max(cv_results["mean_test_score"]))
+        (['lam1', 'lam2'], 200, 0.875)
     """
     import tqdm  # a progress bar only where a user waits
 
@@ -702,7 +806,25 @@ def stack_problems(trees, Xs, ys, weights=None):
       weights: optional P arrays ``[n_p]`` (default ones).
 
     Returns:
-      ``(tree, X [P, n, D], y [P, n], weight [P, n])`` with ``tree`` a stacked :class:`Tree`.
+      ``(tree, X [P, n, D], y [P, n], weight [P, n])`` with ``tree`` a stacked :class:`Tree`
+      (every array with a leading axis P); ``X`` and ``weight`` float, ``y`` int32.
+
+    Example:
+        A depth-2 tree on 8 points and a depth-1 tree on 6: the second problem gets two rows
+        of weight 0:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> from jaxtree.select import pacbayes_votes
+        >>> X = np.arange(8.0)[:, None]
+        >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> small = jaxtree.kd_tree(X[:6], max_depth=1)
+        >>> trees, Xs, ys, weights = jaxtree.stack_problems([tree, small], [X, X[:6]], [y, y[:6]])
+        >>> trees.internal.shape, Xs.shape, ys.shape
+        ((2, 7), (2, 8, 1), (2, 8))
+        >>> np.asarray(weights).astype(int).tolist()[1]
+        [1, 1, 1, 1, 1, 1, 0, 0]
     """
     if not (len(trees) == len(Xs) == len(ys)) or not trees:
         raise ValueError("trees, Xs and ys must be non-empty and of the same length")
@@ -729,7 +851,27 @@ def batch_paper_search(tree: Tree, X: Array, y: Array, weight: Array, train_mask
                        ) -> GridSearchResult:
     """:func:`paper_search` on P stacked problems (:func:`stack_problems`) in one vmapped call.
 
-    ``train_masks``: ``[P, k, n]`` bool. Every field of the result has a leading axis P.
+    Args:
+      tree, X, y, weight: the stacked problems (:func:`stack_problems`).
+      train_masks: ``[P, k, n]`` bool, each problem's folds (:func:`fold_masks`).
+      num_classes: L. votes_fn, directions: as in :func:`paper_search`.
+
+    Returns:
+      :class:`GridSearchResult` whose every field has a leading axis P.
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> from jaxtree.select import pacbayes_votes
+        >>> X = np.arange(8.0)[:, None]
+        >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> small = jaxtree.kd_tree(X[:6], max_depth=1)
+        >>> problems = jaxtree.stack_problems([tree, small], [X, X[:6]], [y, y[:6]])
+        >>> masks = np.stack([jaxtree.fold_masks(8, 2)] * 2)
+        >>> result = jaxtree.batch_paper_search(*problems, masks, 2, pacbayes_votes)
+        >>> print(np.asarray(result.best_error).round(3))
+        [0.125 0.5  ]
     """
     masks = np.asarray(train_masks, bool)
     return _batch_paper_search(tree, X, y, weight, masks, num_classes, votes_fn,
@@ -752,7 +894,27 @@ def batch_fit_scores(tree: Tree, X: Array, y: Array, weight: Array, params: dict
                      X_test: Array, num_classes: int, votes_fn: Callable) -> Array:
     """Fit P stacked problems at ``params`` (``{name: [P]}``) and score ``X_test`` ``[P, m, D]``.
 
-    Returns ``[P, m, L]`` class scores (those of fitting and voting one problem at a time).
+    Returns ``[P, m, L]`` float class scores (those of fitting and voting one problem at a
+    time). ``tree``, ``X``, ``y``, ``weight`` come from :func:`stack_problems`; ``votes_fn`` is
+    the method (module docstring).
+
+    Example:
+        The scores of the first two training points of each problem at λ1 = λ2 = 1:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> from jaxtree.select import pacbayes_votes
+        >>> X = np.arange(8.0)[:, None]
+        >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+        >>> tree = jaxtree.kd_tree(X, max_depth=2)
+        >>> small = jaxtree.kd_tree(X[:6], max_depth=1)
+        >>> trees, Xs, ys, weights = jaxtree.stack_problems([tree, small], [X, X[:6]], [y, y[:6]])
+        >>> params = {"lam1": np.ones(2), "lam2": np.ones(2)}
+        >>> scores = jaxtree.batch_fit_scores(trees, Xs, ys, weights, params, Xs[:, :2], 2,
+        ...                                   pacbayes_votes)
+        >>> print(np.asarray(scores[:, 0]).round(3))
+        [[0.532 0.468]
+         [1.    0.   ]]
     """
 
     def one(tree, X, y, weight, params, X_test):
