@@ -64,7 +64,22 @@ def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
         most K quantile bins per feature (module docstring, "Binned mode").
 
     Returns:
-      a :class:`jaxtree.Tree` on unscaled features.
+      a :class:`jaxtree.Tree` on unscaled features (``shift`` 0, ``inv_scale`` 1): each split
+      is the midpoint between two consecutive distinct values of its feature.
+
+    Example:
+        The Gini split at 3.5 leaves a pure right side (slot 3 of the compact layout, two slots
+        per level); the left side needs two more splits:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.arange(8.0)[:, None]
+        >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+        >>> tree = jaxtree.cart_tree(X, y)
+        >>> tree.depth, np.asarray(tree.threshold)[np.asarray(tree.internal)].tolist()
+        (3, [3.5, 1.5, 2.5])
+        >>> jaxtree.leaf_of(tree, X).tolist()
+        [4, 4, 6, 7, 3, 3, 3, 3]
     """
     X = check_features(X)
     y = check_labels(y, X.shape[0])

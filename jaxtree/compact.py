@@ -48,6 +48,25 @@ class CompactLayout:
       parent_pos: ``[levels, W]`` int32, parent's position in the previous level (level 0: own).
       depth: static int, number of levels minus one.
       width: static int, W.
+
+    Builders make it with ``layout="compact"`` (or ``"auto"`` for deep trees); every function
+    that takes a ``layout`` accepts it.
+
+    Example:
+        The tree that splits the root and its left child, level by level: two slots per level,
+        slot 1 is padding (the root's level holds one node):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> layout = jaxtree.CompactLayout.from_levels(
+        ...     parents=[np.array([0]), np.array([0, 0]), np.array([0, 0])],
+        ...     internal=[np.array([True]), np.array([True, False]), np.array([False, False])])
+        >>> layout.width, layout.num_nodes
+        (2, 6)
+        >>> internal = np.array([True, False, True, False, False, False])
+        >>> log_w = jaxtree.subtree_log_weights(np.zeros(6), internal, layout=layout)
+        >>> print(np.exp(np.asarray(log_w)).round(3))
+        [0.333 0.    0.333 0.667 0.333 0.333]
     """
 
     child_pos: Array

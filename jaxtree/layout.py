@@ -45,7 +45,26 @@ Array = jax.Array
 @functools.partial(jax.tree_util.register_dataclass, data_fields=[], meta_fields=["depth"])
 @dataclasses.dataclass(frozen=True)
 class CompleteLayout:
-    """Complete binary tree of static depth ``depth`` (D0) in heap order; ``2**(D0+1) - 1`` slots."""
+    """Complete binary tree of static depth ``depth`` (D0) in heap order; ``2**(D0+1) - 1`` slots.
+
+    Slot 0 is the root and slot ``i`` has children ``2i + 1`` and ``2i + 2`` (module docstring);
+    the layout of the trees that ``layout="complete"`` builds, and the one the engine assumes
+    when no ``layout`` is given. A pytree with no arrays (``depth`` is static).
+
+    Example:
+        ``up`` with a combine that keeps the children's sum counts the T0-leaves below each
+        node (T0 splits slots 0 and 1):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> layout = jaxtree.CompleteLayout(depth=2)
+        >>> layout.num_nodes, layout.left_child().tolist()[:3]
+        (7, [1, 3, 5])
+        >>> internal = np.array([True, True, False, False, False, False, False])
+        >>> leaves = layout.up(np.ones(7), np.zeros(7), internal, lambda leaf, split: split)
+        >>> print(np.asarray(leaves))
+        [3. 2. 1. 1. 1. 1. 1.]
+    """
 
     depth: int
 

@@ -87,7 +87,21 @@ def oblique_tree(X, y, max_depth: int, method: str = "oc1", min_split: int = 2,
 
     Returns:
       a :class:`Tree` with ``coef [nodes, D]`` (unit normals, 0 at non-internal slots) and
-      ``threshold``; features are standardized (``shift`` = mean, ``inv_scale`` = 1/std).
+      ``threshold``; features are standardized (``shift`` = mean, ``inv_scale`` = 1/std). A
+      point goes left when ``coef · x_scaled <= threshold``.
+
+    Example:
+        The AND of two bits: one oblique split separates the point (1, 1):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+        >>> y = np.array([0, 0, 0, 1])
+        >>> tree = jaxtree.oblique_tree(X, y, max_depth=1)
+        >>> tree.internal.tolist(), tree.coef.shape
+        ([True, False, False], (3, 2))
+        >>> jaxtree.leaf_of(tree, X).tolist()
+        [1, 1, 1, 2]
     """
     if method not in METHODS:
         raise ValueError(f"method must be one of {METHODS}; got {method!r}")
@@ -124,14 +138,46 @@ def oblique_tree(X, y, max_depth: int, method: str = "oc1", min_split: int = 2,
 
 def twoing(left: Array, right: Array) -> Array:
     """Twoing value of splits from class counts ``left, right`` ``[..., L]`` (total ``n`` = their
-    sum): ``(|T_L|/n)(|T_R|/n)(Σ_l | L_l/|T_L| − R_l/|T_R| |)²``, 0 when a side is empty."""
+    sum): ``(|T_L|/n)(|T_R|/n)(Σ_l | L_l/|T_L| − R_l/|T_R| |)²``, 0 when a side is empty.
+
+    Returns:
+      ``[...]`` float, one value per split (the counts' batch shape).
+
+    Example:
+        A split that separates the classes, then two splits of one batch:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> print(np.asarray(jaxtree.twoing(np.array([3.0, 0.0]), np.array([0.0, 1.0]))))
+        0.75
+        >>> left = np.array([[2.0, 1.0], [1.0, 1.0]])
+        >>> right = np.array([[1.0, 0.0], [2.0, 0.0]])
+        >>> print(np.asarray(jaxtree.twoing(left, right)).round(3))
+        [0.083 0.25 ]
+    """
     return _twoing(left, right, left.sum(-1) + right.sum(-1))
 
 
 @jax.jit
 def node_margins(tree: Tree, X: Array) -> Array:
     """``[nodes]``: at every internal node, the smallest distance of the points of ``X`` that reach
-    it to its hyperplane (scaled units; ``inf`` where no point reaches it, 0 elsewhere)."""
+    it to its hyperplane (scaled units; ``inf`` where no point reaches it, 0 elsewhere).
+
+    ``X`` is ``[n, D]`` unscaled points; the result is float.
+
+    Example:
+        After :func:`fat`, the root's hyperplane is the max-margin one between (1, 1) and the
+        other three points (standardized units: a margin of ``1/√2``):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+        >>> y = np.array([0, 0, 0, 1])
+        >>> tree = jaxtree.oblique_tree(X, y, max_depth=1)
+        >>> wide = jaxtree.fat(tree, X, num_steps=200)
+        >>> print(np.asarray(jaxtree.node_margins(wide, X)).round(3))
+        [0.707 0.    0.   ]
+    """
     dist, mask, path = _node_distances(tree, X)
     smallest = jax.ops.segment_min(jnp.where(mask, jnp.abs(dist), _INF).ravel(), path.ravel(),
                                    tree.num_nodes)
@@ -144,6 +190,21 @@ def fat(tree: Tree, X: Array, num_steps: int = 2000) -> Tree:
 
     A node keeps its hyperplane when the new one's margin is not larger (e.g. a side is empty).
     Returns the tree with new ``coef`` (unit normals) and ``threshold``.
+
+    Args:
+      tree: an oblique tree (``coef`` ``[nodes, D]``), e.g. from :func:`oblique_tree`.
+      X: ``[n, D]`` its training points (unscaled).
+      num_steps: static int, Frank–Wolfe iterations.
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+        >>> y = np.array([0, 0, 0, 1])
+        >>> tree = jaxtree.oblique_tree(X, y, max_depth=1)
+        >>> wide = jaxtree.fat(tree, X, num_steps=200)
+        >>> print(np.asarray(wide.coef[0]).round(3), jaxtree.leaf_of(wide, X).tolist())
+        [0.707 0.707] [1, 1, 1, 2]
     """
     if tree.coef is None:
         raise ValueError("fat needs an oblique tree (tree.coef is None); grow one with "
@@ -162,6 +223,15 @@ def margin_bound(margins, radius, m, delta=0.05):
       margins: ``[K]`` margins γ_i of the decision nodes (> 0; a zero margin gives ``inf``).
       radius: R, radius of a ball around the origin holding the data.
       m: sample size. delta: confidence.
+
+    Returns:
+      float scalar ε (vacuous, > 1, for small samples or margins).
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> print(round(float(jaxtree.margin_bound(np.array([0.5, 0.25]), radius=1.0, m=1000)), 1))
+        204.1
     """
     margins = np.asarray(margins, np.float64)
     if not 0 < delta < 1:
@@ -180,7 +250,22 @@ def margin_bound(margins, radius, m, delta=0.05):
 
 def tree_margin_bound(tree: Tree, X, delta=0.05) -> float:
     """:func:`margin_bound` of a fitted perceptron tree on its training points ``X``: margins from
-    :func:`node_margins` at the internal nodes, R = the largest norm of a scaled point."""
+    :func:`node_margins` at the internal nodes, R = the largest norm of a scaled point.
+
+    ``X`` is ``[n, D]``; returns a Python float.
+
+    Example:
+        Four points give a vacuous bound (the margin bound needs thousands of points):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+        >>> y = np.array([0, 0, 0, 1])
+        >>> tree = jaxtree.oblique_tree(X, y, max_depth=1)
+        >>> wide = jaxtree.fat(tree, X, num_steps=200)
+        >>> round(jaxtree.tree_margin_bound(wide, X), 1)
+        1914.9
+    """
     X = jnp.asarray(check_features(X), tree.threshold.dtype)
     internal = np.asarray(tree.internal)
     margins = np.asarray(node_margins(tree, X))[internal]
