@@ -43,3 +43,37 @@ from jaxtree import distributed, launch  # rows spread over JAX processes; a loc
 from sklearn.exceptions import NotFittedError  # what predict raises before fit
 
 __version__ = "0.1.0"
+
+# The public API, by module (docs/api.md lists it in the same order). The modules `distributed`
+# and `launch` are public as modules: their functions share names with the one-process ones
+# (`distributed.kd_tree`, `distributed.fit`, ...), so they are reached through the module.
+__all__ = [
+    # estimators (scikit-learn style)
+    "PACBayesTreeClassifier", "PrunedTreeClassifier", "HSVoteClassifier", "ObliqueTreeClassifier",
+    "NotFittedError", "load",
+    # trees
+    "Tree", "route", "leaf_of", "kd_tree", "dyadic_tree", "cart_tree",
+    "oblique_tree", "fat", "node_margins", "margin_bound", "tree_margin_bound", "twoing",
+    # layouts
+    "CompleteLayout", "CompactLayout",
+    # statistics
+    "NodeStats", "node_stats", "node_stats_from_chunks",
+    # the engine
+    "PruningProcess", "subtree_log_weights", "log_partition", "pruning_process", "local_offsets",
+    "log_weights_from_offsets", "pruning_process_from_offsets", "child_values", "best_pruning",
+    "best_pruning_and_cost", "tree_membership",
+    # methods: the PAC-Bayes tree
+    "pacbayes_potentials", "pacbayes_theory_potentials", "pacbayes_offsets",
+    "pacbayes_theory_offsets", "pacbayes_log_weights", "pacbayes_theory_log_weights", "vote",
+    "scores_from_paths",
+    # methods: pruning
+    "c1_leaf_cost", "sn_leaf_cost", "holdout_errors", "rep_pruning", "local_test_pruning",
+    "km_pruning", "optimistic_pruning", "min_error_per_size", "pruning_of_size", "srm_select",
+    # methods: the HS vote
+    "hs_node_estimates", "hs_potentials", "hs_log_weights", "hs_vote",
+    # model selection
+    "fold_masks", "prepare_folds", "grid_errors", "paper_search", "gradient_tune", "tune",
+    "stack_problems", "batch_paper_search", "batch_fit_scores",
+    # several processes
+    "distributed", "launch",
+]

@@ -42,6 +42,39 @@ bounded chunks (``chunk_size``) when counting.
 A process whose peer dies gets :class:`CollectiveError` from the next collective (gloo reports
 the closed connection at once); :mod:`jaxtree.launch` also bounds the whole run with a timeout.
 Input errors found in one process are raised in all of them (no process is left waiting).
+
+Example:
+    Two local processes (:mod:`jaxtree.launch`) each hold a block of the eight rows and fit
+    with ``distributed=True``; both end with the model of all rows, the one-process fit's:
+
+    >>> import sys
+    >>> import textwrap
+    >>> import numpy as np
+    >>> import jaxtree
+    >>> from jaxtree import launch
+    >>> worker = textwrap.dedent('''
+    ...     import numpy as np
+    ...     import jax
+    ...     import jaxtree
+    ...     from jaxtree import launch
+    ...     launch.initialize()
+    ...     X = np.arange(8.0)[:, None]
+    ...     y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+    ...     rows = slice(0, 5) if jax.process_index() == 0 else slice(5, 8)
+    ...     model = jaxtree.PACBayesTreeClassifier(max_depth=2, lam1=4.0, lam2=1.0,
+    ...                                            distributed=True).fit(X[rows], y[rows])
+    ...     print(model.predict_proba(X)[:, 1].round(3))
+    ... ''')
+    >>> results = launch.check(launch.launch([sys.executable, "-c", worker], num_processes=2))
+    >>> for result in results:
+    ...     print(result.stdout.splitlines()[-1])
+    [0.003 0.003 0.003 0.003 1.    1.    1.    1.   ]
+    [0.003 0.003 0.003 0.003 1.    1.    1.    1.   ]
+    >>> X = np.arange(8.0)[:, None]
+    >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+    >>> one = jaxtree.PACBayesTreeClassifier(max_depth=2, lam1=4.0, lam2=1.0).fit(X, y)
+    >>> print(one.predict_proba(X)[:, 1].round(3))
+    [0.003 0.003 0.003 0.003 1.    1.    1.    1.   ]
 """
 
 from __future__ import annotations

@@ -304,6 +304,24 @@ class PACBayesTreeClassifier(TreeClassifierBase):
     ``stats_`` (:class:`jaxtree.NodeStats`), ``node_log_weights_`` ``[nodes]``; when tuned,
     ``best_params_`` (``{"lam1": ..., "lam2": ...}``) and ``cv_results_`` (scikit-learn style,
     see :func:`jaxtree.select.tune`).
+
+    Shapes and dtypes: ``fit(X, y)`` takes ``X`` ``[n, D]`` real (converted to JAX's float
+    dtype: float32, or float64 with x64 enabled) and ``y`` ``[n]`` labels of any sortable type;
+    ``predict_proba(X)`` returns ``[n, L]`` float scores (columns in the order of ``classes_``),
+    ``predict(X)`` ``[n]`` labels from ``classes_``. The same holds for every estimator here.
+
+    Example:
+        Given λ's (no tuning, so only the fit compiles):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.arange(8.0)[:, None]
+        >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+        >>> model = jaxtree.PACBayesTreeClassifier(max_depth=2, lam1=4.0, lam2=1.0).fit(X, y)
+        >>> model.predict(X).tolist(), model.score(X, y)
+        ([0, 0, 0, 0, 1, 1, 1, 1], 0.875)
+        >>> print(np.asarray(model.predict_proba(X[:1])).round(3))
+        [[0.997 0.003]]
     """
 
     def __init__(self, partition="cart", max_depth=None, min_split=2, split="spread",
@@ -396,6 +414,19 @@ class PrunedTreeClassifier(TreeClassifierBase):
     ``errors_per_size_`` ``[S+1]`` (S: T0's non-empty leaves rounded up by
     :func:`jaxtree.shapes.padded`; inf at the sizes no pruning has) and the chosen ``size_``
     (non-empty leaves).
+
+    Shapes and dtypes as :class:`PACBayesTreeClassifier`; ``predict_proba`` is one-hot.
+
+    Example:
+        Cost-complexity pruning at λ = 1 keeps two leaves:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.arange(8.0)[:, None]
+        >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+        >>> model = jaxtree.PrunedTreeClassifier(method="c1", lam=1.0, max_depth=2).fit(X, y)
+        >>> model.predict(X).tolist(), model.n_leaves_
+        ([0, 0, 0, 0, 1, 1, 1, 1], 2)
     """
 
     def __init__(self, method="c1", partition="kd", max_depth=None, min_split=2, split="cycle",
@@ -505,6 +536,19 @@ class HSVoteClassifier(TreeClassifierBase):
     ``node_log_weights_`` ``[nodes]``, ``node_estimates_`` ``[nodes]`` (p_A).
     ``predict_proba`` gives ``(1 − P, P)`` with ``P = Σ_{A ∈ path(x)} w(A)·p_A``; ``predict``
     returns the second class iff ``P ≥ ½``.
+
+    Shapes and dtypes as :class:`PACBayesTreeClassifier` (``L`` ≤ 2).
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.arange(8.0)[:, None]
+        >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+        >>> model = jaxtree.HSVoteClassifier(max_depth=2).fit(X, y)
+        >>> model.predict(X).tolist()
+        [0, 0, 0, 0, 1, 1, 1, 1]
+        >>> print(np.asarray(model.predict_proba(X[:1])).round(3))
+        [[0.763 0.237]]
     """
 
     def __init__(self, partition="kd", max_depth=None, min_split=2, split="cycle", eta=1.0,
@@ -570,6 +614,19 @@ class ObliqueTreeClassifier(TreeClassifierBase):
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_`` (a :class:`jaxtree.Tree` with
     ``coef``), ``stats_``, ``node_log_weights_`` ``[nodes]``, ``margins_`` ``[K]`` (the margin of
     each internal node, in slot order, standardized units), ``radius_`` and ``n_samples_``.
+
+    Shapes and dtypes as :class:`PACBayesTreeClassifier`.
+
+    Example:
+        The AND of two bits needs one oblique split:
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]])
+        >>> y = np.array([0, 0, 0, 1])
+        >>> model = jaxtree.ObliqueTreeClassifier(max_depth=1).fit(X, y)
+        >>> model.predict(X).tolist(), model.margins_.shape
+        ([0, 0, 0, 1], (1,))
     """
 
     def __init__(self, method="oc1", max_depth=4, min_split=2, n_restarts=2, n_jumps=2,

@@ -12,6 +12,17 @@ its place in the environment (``JAXTREE_COORDINATOR``, ``JAXTREE_NUM_PROCESSES``
 A run never hangs: when a process fails, the others get a collective error at their next
 reduction (and JAX's heartbeat stops them), and ``grace`` seconds later any survivor is
 killed; after ``timeout`` seconds every process still running is killed.
+
+Example:
+    Two processes that print their place in the cluster (``launch`` itself does not import
+    JAX; a program that uses JAX calls :func:`initialize` first):
+
+    >>> import sys
+    >>> from jaxtree.launch import launch
+    >>> code = "import os; print(os.environ['JAXTREE_PROCESS_ID'])"
+    >>> results = launch([sys.executable, "-c", code], num_processes=2, timeout=60)
+    >>> [(result.returncode, result.stdout.strip()) for result in results]
+    [(0, '0'), (0, '1')]
 """
 
 from __future__ import annotations

@@ -77,7 +77,36 @@ def save(model, path) -> None:
 
 
 def load(path):
-    """Read an estimator written by :func:`save` (``model.save(path)``); returns it fitted."""
+    """Read an estimator written by :func:`save` (``model.save(path)``); returns it fitted.
+
+    Args:
+      path: a file name or a binary file object.
+
+    Returns:
+      the estimator (:class:`jaxtree.PACBayesTreeClassifier` or another of
+      :mod:`jaxtree.estimators`), with its parameters and fitted attributes as saved: it
+      predicts exactly as the saved one did.
+
+    Raises:
+      ValueError: for a file that is not a saved jaxtree model, or is damaged (checksum).
+
+    Example:
+        >>> import os
+        >>> import tempfile
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.arange(8.0)[:, None]
+        >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+        >>> model = jaxtree.PACBayesTreeClassifier(max_depth=2, lam1=4.0, lam2=1.0).fit(X, y)
+        >>> with tempfile.TemporaryDirectory() as folder:
+        ...     path = os.path.join(folder, "model.npz")
+        ...     model.save(path)
+        ...     loaded = jaxtree.load(path)
+        >>> type(loaded).__name__, loaded.predict(X).tolist()
+        ('PACBayesTreeClassifier', [0, 0, 0, 0, 1, 1, 1, 1])
+        >>> bool(np.array_equal(loaded.predict_proba(X), model.predict_proba(X)))
+        True
+    """
     from jaxtree.estimators import estimator_classes
     document, arrays = _read(path)
     classes = estimator_classes()
