@@ -6,11 +6,12 @@
   ``automodule`` of that module listing it in ``:members:``, or, for a module, its own
   ``automodule``);
 * the examples run and print what they show: doctest over the modules that define the public
-  names, with ``ELLIPSIS | NORMALIZE_WHITESPACE``. Each example compiles a little JAX, so the
-  default run covers a representative subset (:data:`DEFAULT_DOCTEST_MODULES`: the tree, its
-  statistics, the engine and the PAC-Bayes vote); the other modules' examples run under
-  ``-m slow``. Both runs use the float32 default: the examples print rounded values, the same
-  in float64.
+  names, with ``ELLIPSIS | NORMALIZE_WHITESPACE``, in float32 and in float64 (the examples
+  print rounded values, so one output serves both). Each example compiles a little JAX, so
+  the default run covers a representative subset in float32 (:data:`DEFAULT_DOCTEST_MODULES`:
+  the tree, its statistics, the engine and the PAC-Bayes vote; about 40 s of CPU time with
+  the import); every other (module, precision) pair is marked slow (``-m slow``: several
+  minutes, the distributed example launches two JAX processes).
 """
 
 import doctest
@@ -20,6 +21,7 @@ import pathlib
 import re
 import types
 
+import jax
 import pytest
 
 import jaxtree
@@ -95,11 +97,13 @@ def _run_doctests(module_name):
     return runner.summarize(verbose=False), len(tests)
 
 
-@pytest.mark.parametrize("module_name", [
-    pytest.param(name, marks=() if name in DEFAULT_DOCTEST_MODULES else pytest.mark.slow)
-    for name in _doctest_modules()])
-def test_docstring_examples_run(module_name):
-    (failed, attempted), num_docstrings = _run_doctests(module_name)
+@pytest.mark.parametrize("module_name, x64", [
+    pytest.param(name, x64, id=f"{name}-{'float64' if x64 else 'float32'}",
+                 marks=() if name in DEFAULT_DOCTEST_MODULES and not x64 else pytest.mark.slow)
+    for name in _doctest_modules() for x64 in (False, True)])
+def test_docstring_examples_run(module_name, x64):
+    with jax.enable_x64(x64):
+        (failed, attempted), num_docstrings = _run_doctests(module_name)
     assert attempted > 0 and num_docstrings > 0, f"{module_name} has no examples"
     assert failed == 0, f"{failed} of {attempted} example lines of {module_name} failed (above)"
 
