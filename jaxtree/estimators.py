@@ -180,18 +180,28 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
                              f"settings; use tune=None")
         votes_fn, directions = spec
         values = {name: getattr(self, name) for name, _ in directions}
-        fixed = {}
+        fixed = self._fixed_params()
         if mode == "auto":
-            fixed = {name: v for name, v in values.items() if v is not None}
-            directions = tuple((name, d) for name, d in directions if name not in fixed)
+            given = {name: v for name, v in values.items() if v is not None}
+            directions = tuple((name, d) for name, d in directions if name not in given)
             if not directions:
                 return
-            mode = "grid"
+            fixed, mode = {**fixed, **given}, "grid"
         data = {"folds": self._cv_folds(X, y)} if cv_data is None else cv_data()
         self.best_params_, self.cv_results_ = select.tune(
             self.tree_, X, y, len(self.classes_), votes_fn, directions, mode,
             seed=getattr(self, "random_state", 0), fixed=fixed,
-            init={name: v for name, v in values.items() if v is not None}, **data)
+            init={name: v for name, v in values.items() if v is not None},
+            base_grid=self._search_grid(), **data)
+
+    def _search_grid(self):
+        """The first-stage grid of every tuned parameter (default: the paper's
+        2^linspace(-8, 6, 10)); called after ``tree_`` and ``stats_`` exist."""
+        return select.LOG_GRID
+
+    def _fixed_params(self) -> dict:
+        """Parameters of the votes function that are not tuned, ``{name: scalar}``."""
+        return {}
 
     def _per_fold_trees(self) -> bool:
         """Whether CV grows T0 on each fold's training part (the ``cv_trees`` parameter):
@@ -384,8 +394,8 @@ PRUNING_METHODS = ("c1", "sn", "km", "optimistic", "rep", "min_size")
 
 
 class PrunedTreeClassifier(TreeClassifierBase):
-    """T0 pruned by one of the classic methods (docs/theory/pruning.md; :mod:`jaxtree.prune`); predicts the label
-    of the pruning leaf that contains a point.
+    """T0 pruned by one of the classic methods (docs/theory/pruning.md; :mod:`jaxtree.prune`); predicts
+    the label of the pruning leaf that contains a point. By default each method's penalty is tuned.
 
     Args:
       method: ``"c1"`` (cost-complexity, ``lam``), ``"sn"`` (Scott's SN penalty, ``lam``),
@@ -394,26 +404,41 @@ class PrunedTreeClassifier(TreeClassifierBase):
         hold-out part) or ``"min_size"`` (fewest training errors per size, size chosen by
         ``selection``).
       partition, max_depth, min_split, split: T0, as in :class:`PACBayesTreeClassifier`.
-      lam: λ of C1/SN, the price of a leaf in training errors (1 by default; tune it).
-      c: the constant in front of the KM / optimistic / SRM penalty (1: the formula as stated).
-      delta: confidence δ of KM, optimistic and SRM (0.05: the usual choice; the papers leave it open).
+      lam: λ of C1/SN, the price of a leaf in training errors; None (default): tuned.
+      c: the constant in front of the KM / optimistic / SRM penalty (1: the formula as stated);
+        None (default): tuned.
+      delta: confidence δ of KM, optimistic and SRM (0.05: the usual choice; not tuned).
       selection: ``"srm"`` (``R̂ + c·sqrt((s·log(4|H|) + log(1/δ))/n)``) or ``"cv"`` (hold-out) for
         ``"min_size"``.
       holdout: fraction of the sample held out as S2 by ``"rep"`` and ``min_size``/``"cv"``
-        (T0 and its labels come from the rest, S1, as in reduced-error pruning). A third by default, a common
-        choice; the seed leaves it open.
+        (T0 and its labels come from the rest, S1, as in reduced-error pruning). A third by
+        default, a common choice.
       num_tests: ``|H|`` for KM and SRM; None counts T0's distinct split tests
         (:func:`jaxtree.prune.log_num_tests_of`).
       resample: optimistic pruning treats a sample smaller than 5000 as resampled to 5000 (Nock 2002).
-      random_state: seed of the S1/S2 split (and, with ``partition="cart"``, of the ties between
-        features in the grown tree).
+      tune: ``"auto"`` (default: the penalty, ``lam`` or ``c``, is chosen by 2-fold CV when left
+        at None), ``"grid"`` (chosen even when given), or None (use the given value).
+        The search is the paper's protocol on a range in the method's own units: 10 values
+        ``root_penalty · 2^linspace(-14, 0, 10)``, where ``root_penalty``
+        (:func:`jaxtree.prune.root_penalty`, from the whole sample) is a penalty that prunes T0
+        to its root, then 10 values from half to twice the best; ties go to the larger
+        (simpler) penalty. A fixed range cannot serve every sample size: C1's λ counts
+        training errors, so the useful λ grows with n, and the other penalties' scales grow
+        like sqrt(n). ``"gradient"`` is refused: a pruning is piecewise constant in its
+        penalty, so the validation error has no useful gradient. ``"rep"`` and
+        ``"min_size"`` with ``selection="cv"`` have nothing to tune (their hold-out part picks
+        the pruning): ``best_params_`` is then ``{}``.
+      cv: number of CV folds of the tuning.
+      random_state: seed of the S1/S2 split and of the CV folds (and, with ``partition="cart"``,
+        of the ties between features in the grown tree).
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_``, ``stats_`` (of S1 for the
     hold-out methods), ``leaf_mask_`` ``[nodes]`` (True at the pruning's leaves), ``n_leaves_``
-    (number of leaves of the pruning, empty ones included), and for ``min_size`` the curve
+    (number of leaves of the pruning, empty ones included), for ``min_size`` the curve
     ``errors_per_size_`` ``[S+1]`` (S: T0's non-empty leaves rounded up by
     :func:`jaxtree.shapes.padded`; inf at the sizes no pruning has) and the chosen ``size_``
-    (non-empty leaves).
+    (non-empty leaves); when tuned, ``best_params_`` (``{"lam": ...}`` or ``{"c": ...}``) and
+    ``cv_results_`` (:func:`jaxtree.select.tune`).
 
     Shapes and dtypes as :class:`PACBayesTreeClassifier`; ``predict_proba`` is one-hot.
 
@@ -430,8 +455,8 @@ class PrunedTreeClassifier(TreeClassifierBase):
     """
 
     def __init__(self, method="c1", partition="kd", max_depth=None, min_split=2, split="cycle",
-                 lam=1.0, c=1.0, delta=0.05, selection="srm", holdout=1 / 3, num_tests=None,
-                 resample=True, random_state=0):
+                 lam=None, c=None, delta=0.05, selection="srm", holdout=1 / 3, num_tests=None,
+                 resample=True, tune="auto", cv=2, random_state=0):
         self.method = method
         self.partition = partition
         self.max_depth = max_depth
@@ -444,10 +469,18 @@ class PrunedTreeClassifier(TreeClassifierBase):
         self.holdout = holdout
         self.num_tests = num_tests
         self.resample = resample
+        self.tune = tune
+        self.cv = cv
         self.random_state = random_state
 
     def _uses_holdout(self):
         return self.method == "rep" or (self.method == "min_size" and self.selection == "cv")
+
+    def _penalized(self) -> Optional[str]:
+        """The method's key in :data:`jaxtree.prune.PENALTY` (None for the hold-out methods)."""
+        if self._uses_holdout():
+            return None
+        return "min_size_srm" if self.method == "min_size" else self.method
 
     def _split_sample(self, n):
         """``(grow, prune)`` index arrays of S1 and S2 (deterministic in ``random_state``)."""
@@ -460,15 +493,72 @@ class PrunedTreeClassifier(TreeClassifierBase):
         order = np.random.default_rng(self.random_state).permutation(n)
         return np.sort(order[held:]), np.sort(order[:held])
 
-    def _build_tree(self, X, y):
+    def _check_params(self):
+        """The parameters' values, before any tree is built."""
         if self.method not in PRUNING_METHODS:
             raise ValueError(f"method must be one of {PRUNING_METHODS}; got {self.method!r}")
         if self.method == "min_size" and self.selection not in ("srm", "cv"):
             raise ValueError(f"selection must be 'srm' or 'cv'; got {self.selection!r}")
+        if self.tune == "gradient":
+            raise ValueError("tune='gradient' does not apply to PrunedTreeClassifier: a pruning "
+                             "is piecewise constant in its penalty, so the validation error "
+                             "has no useful gradient; use tune='auto' or 'grid'")
+        key = self._penalized()
+        if key is None:
+            return
+        name = prune.PENALTY[key]
+        value = getattr(self, name)
+        if value is None and self.tune is None:
+            raise ValueError(f"{name} is None and tune=None: give {name}, or leave tune='auto' "
+                             f"to select it by cross-validation")
+        if value is not None and not value >= 0:
+            raise ValueError(f"{name} must be >= 0 (or None to tune it); got {value!r}")
+        if name == "c" and not 0 < self.delta < 1:
+            raise ValueError(f"delta must be in (0, 1); got {self.delta!r}")
+
+    def _build_tree(self, X, y):
+        self._check_params()
         if self._uses_holdout():
             grow, _ = self._split_sample(X.shape[0])
             X, y = X[grow], y[grow]
         return super()._build_tree(X, y)
+
+    def _select_params(self, X, y, cv_data=None):
+        super()._select_params(X, y, cv_data)
+        if self._penalized() is None and self.tune is not None:
+            self.best_params_ = {}   # the hold-out part chooses the pruning: nothing to tune
+
+    def _tuning_spec(self):
+        key = self._penalized()
+        if key is None:
+            return None
+        if key == "min_size_srm":
+            cap = prune.size_cap(self.stats_, self.tree_.internal, self.tree_.layout)
+            votes = prune.min_size_srm_votes_for(cap)
+        else:
+            votes = {"c1": prune.c1_votes, "sn": prune.sn_votes, "km": prune.km_votes,
+                     "optimistic": prune.optimistic_votes}[key]
+        return votes, ((prune.PENALTY[key], +1),)
+
+    def _fixed_params(self):
+        key = self._penalized()
+        if key in ("km", "min_size_srm"):
+            return {"delta": self.delta, "log_num_tests": self._log_num_tests()}
+        if key == "optimistic":
+            return {"delta": self.delta, "resample": self.resample}
+        return {}
+
+    def _search_grid(self):
+        key = self._penalized()
+        top = prune.root_penalty(key, self.stats_, self.delta, self._log_num_tests(),
+                                 self.resample)
+        return float(top) * prune.RELATIVE_GRID
+
+    def _log_num_tests(self):
+        """``log|H|`` of KM and SRM: ``num_tests``, or T0's distinct split tests."""
+        if self.num_tests is None:
+            return float(prune.log_num_tests_of(self.tree_))
+        return math.log(max(self.num_tests, 2))
 
     def _fit_tree(self, stats, X, y):
         tree, num_classes = self.tree_, len(self.classes_)
@@ -479,39 +569,31 @@ class PrunedTreeClassifier(TreeClassifierBase):
             counts2 = shapes.padded_node_stats(tree, X[held], y[held], num_classes).counts
             holdout_err = prune.holdout_errors(counts2, stats.label)
             self.stats_ = stats
-        log_h = (prune.log_num_tests_of(tree) if self.num_tests is None
-                 else math.log(max(self.num_tests, 2)))
-        method = self.method
+        method, lam, c = self.method, self._param("lam"), self._param("c")
         if method in ("c1", "sn"):
-            if not self.lam >= 0:
-                raise ValueError(f"lam must be >= 0; got {self.lam!r}")
-            cost = (prune.c1_leaf_cost(stats, self.lam) if method == "c1"
-                    else prune.sn_leaf_cost(stats, tree.node_depth, self.lam))
+            cost = (prune.c1_leaf_cost(stats, lam) if method == "c1"
+                    else prune.sn_leaf_cost(stats, tree.node_depth, lam))
             mask = best_pruning(cost, tree.internal, layout=tree.layout)
         elif method == "rep":
             mask = prune.rep_pruning(holdout_err, tree.internal, tree.layout)
+        elif method == "km":
+            mask = prune.km_pruning(tree, stats, c, self.delta, self._log_num_tests())
+        elif method == "optimistic":
+            mask = prune.optimistic_pruning(tree, stats, c, self.delta, self.resample)
         else:
-            if not (self.c >= 0 and 0 < self.delta):
-                raise ValueError(f"c must be >= 0 and delta > 0; got {self.c!r}, {self.delta!r}")
-            if method == "km":
-                mask = prune.km_pruning(tree, stats, self.c, self.delta, log_h)
-            elif method == "optimistic":
-                mask = prune.optimistic_pruning(tree, stats, self.c, self.delta, self.resample)
-            else:
-                mask = self._min_size(tree, stats, holdout_err, log_h)
+            mask = self._min_size(tree, stats, holdout_err, c)
         self.leaf_mask_ = mask
         self.n_leaves_ = int(jnp.sum(mask))
 
-    def _min_size(self, tree, stats, holdout_err, log_h):
-        # the table's width is static: bucketed (jaxtree.shapes) so that refits compile less;
-        # the sizes beyond the tree's non-empty leaves have no pruning (errors inf)
-        cap = shapes.padded(prune.num_nonempty_leaves(stats, tree.internal, tree.layout))
-        table = prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal, cap,
+    def _min_size(self, tree, stats, holdout_err, c):
+        table = prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal,
+                                         prune.size_cap(stats, tree.internal, tree.layout),
                                          holdout_err, tree.layout)
         if self.selection == "cv":
             size = prune.holdout_select(table)
         else:
-            size = prune.srm_select(table.errors, stats.num_samples, self.c, self.delta, log_h)
+            size = prune.srm_select(table.errors, stats.num_samples, c, self.delta,
+                                    self._log_num_tests())
         self.errors_per_size_ = np.asarray(table.errors)
         self.size_ = int(size)
         return prune.pruning_of_size(table, size, tree.internal, tree.layout)
@@ -529,11 +611,20 @@ class HSVoteClassifier(TreeClassifierBase):
 
     Args:
       partition, max_depth, min_split, split: T0, as in :class:`PACBayesTreeClassifier`.
-      eta: learning rate η > 0 (1 with the log loss is the Bayes mixture; tune it).
+      eta: learning rate η > 0 (1 with the log loss is the Bayes mixture); None (default):
+        tuned.
       loss: ``"log"`` or ``"absolute"``.
+      tune: ``"auto"`` (default: ``eta`` left at None is chosen by the paper's protocol, 2-fold
+        CV over 2^linspace(-8, 6, 10) then 10 values from half to twice the best; ties go to
+        the smaller η, the posterior closer to its prior), ``"grid"``, ``"gradient"`` (Adam on
+        the smoothed validation loss in log η, from ``eta`` or 1: the vote is smooth in η) or
+        None (:class:`TreeClassifierBase`). η weighs a loss summed over a node's points, so it
+        is scale-free in n already: a grid in its own units serves every sample size.
+      cv, random_state: number of CV folds and the seed that deals them.
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_``, ``stats_``,
-    ``node_log_weights_`` ``[nodes]``, ``node_estimates_`` ``[nodes]`` (p_A).
+    ``node_log_weights_`` ``[nodes]``, ``node_estimates_`` ``[nodes]`` (p_A); when tuned,
+    ``best_params_`` (``{"eta": ...}``) and ``cv_results_``.
     ``predict_proba`` gives ``(1 − P, P)`` with ``P = Σ_{A ∈ path(x)} w(A)·p_A``; ``predict``
     returns the second class iff ``P ≥ ½``.
 
@@ -551,14 +642,17 @@ class HSVoteClassifier(TreeClassifierBase):
         [[0.763 0.237]]
     """
 
-    def __init__(self, partition="kd", max_depth=None, min_split=2, split="cycle", eta=1.0,
-                 loss="log"):
+    def __init__(self, partition="kd", max_depth=None, min_split=2, split="cycle", eta=None,
+                 loss="log", tune="auto", cv=2, random_state=0):
         self.partition = partition
         self.max_depth = max_depth
         self.min_split = min_split
         self.split = split
         self.eta = eta
         self.loss = loss
+        self.tune = tune
+        self.cv = cv
+        self.random_state = random_state
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()
@@ -581,13 +675,28 @@ class HSVoteClassifier(TreeClassifierBase):
     def _num_stat_classes(self):
         return 2  # P(y = 1) estimates: a single class is class 0 with no points of class 1
 
-    def _fit_tree(self, stats, X, y):
-        if not self.eta > 0:
-            raise ValueError(f"eta must be > 0; got {self.eta!r}")
+    def _build_tree(self, X, y):
         if self.loss not in hsvote.LOSSES:
             raise ValueError(f"loss must be one of {hsvote.LOSSES}; got {self.loss!r}")
+        if self.eta is None and self.tune is None:
+            raise ValueError("eta is None and tune=None: give eta, or leave tune='auto' to "
+                             "select it by cross-validation")
+        if self.eta is not None and not self.eta > 0:
+            raise ValueError(f"eta must be > 0 (or None to tune it); got {self.eta!r}")
+        return super()._build_tree(X, y)
+
+    def _tuning_spec(self):
+        if len(self.classes_) < 2:
+            return None   # one class: every η gives the same prediction
+        votes = hsvote.hs_votes if self.loss == "log" else hsvote.hs_absolute_votes
+        return votes, (("eta", -1),)
+
+    def _fit_tree(self, stats, X, y):
+        eta = self._param("eta")
+        if eta is None:   # a single class: nothing was tuned, and η changes nothing
+            eta = 1.0
         self.node_estimates_ = hsvote.hs_node_estimates(stats)
-        self.node_log_weights_ = hsvote.hs_log_weights(self.tree_, stats, self.eta, self.loss)
+        self.node_log_weights_ = hsvote.hs_log_weights(self.tree_, stats, eta, self.loss)
 
     def _scores(self, X):
         if len(self.classes_) == 1:

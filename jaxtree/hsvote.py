@@ -162,12 +162,17 @@ def _hs_vote(tree, estimates, log_weights, X):
     return jnp.sum(weight * estimates[path], axis=1)
 
 
-def hs_votes(tree: Tree, stats: NodeStats, params: dict) -> Array:
+def hs_votes(tree: Tree, stats: NodeStats, params: dict, loss: str = "log") -> Array:
     """Node votes ``[nodes, 2]``: ``w(A)·(1 − p_A, p_A)`` with ``params = {"eta": η}`` (log loss);
     summed along a point's root-to-leaf path they are its class scores (model-selection form)."""
     p = hs_node_estimates(stats)
-    weight = jnp.exp(hs_log_weights(tree, stats, params["eta"]))
+    weight = jnp.exp(hs_log_weights(tree, stats, params["eta"], loss))
     return weight[:, None] * jnp.stack([1 - p, p], axis=1)
+
+
+def hs_absolute_votes(tree: Tree, stats: NodeStats, params: dict) -> Array:
+    """:func:`hs_votes` with the absolute loss."""
+    return hs_votes(tree, stats, params, "absolute")
 
 
 def _check_binary(stats: NodeStats):

@@ -40,6 +40,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxtree import shapes
 from jaxtree.engine import best_pruning, tree_membership
 from jaxtree.layout import resolve_layout
 from jaxtree.stats import NodeStats
@@ -264,11 +265,15 @@ def optimistic_slack(stats: NodeStats, node_depth: Array, c=1.0, delta=0.05, res
     ``c = 1`` is the seed's formula; it is exposed so that it can be tuned like the others.
     """
     m = stats.total
-    n = stats.num_samples
-    scale = jnp.maximum(RESAMPLE_SIZE / jnp.maximum(n, 1), 1.0) if resample else 1.0
-    depth = node_depth.astype(m.dtype)
-    k = (depth + 2) * jnp.log(n * scale) + jnp.log(1.0 / delta)
+    k, scale = _optimistic_terms(stats.num_samples, node_depth.astype(m.dtype), delta, resample)
     return c ** 2 * m * k / scale, jnp.zeros_like(m)
+
+
+def _optimistic_terms(n, depth, delta, resample):
+    """``(K_v, r)`` of :func:`optimistic_slack`: ``K_v = (ℓ_v + 2)·log(n·r) + log(1/δ)`` and the
+    resampling factor ``r`` (1 without ``resample``; ``resample`` may be traced)."""
+    scale = jnp.where(resample, jnp.maximum(RESAMPLE_SIZE / jnp.maximum(n, 1), 1.0), 1.0)
+    return (depth + 2) * jnp.log(n * scale) + jnp.log(1.0 / delta), scale
 
 
 @jax.jit
@@ -306,7 +311,7 @@ def km_pruning(tree: Tree, stats: NodeStats, c, delta=0.05, log_num_tests=None) 
                               tree.layout)
 
 
-@functools.partial(jax.jit, static_argnames=("resample",))
+@jax.jit
 def optimistic_pruning(tree: Tree, stats: NodeStats, c=1.0, delta=0.05, resample=True) -> Array:
     """Optimistic pruning (Nock 2002) as a leaf mask ``[nodes]``; see :func:`optimistic_slack`.
 
@@ -369,13 +374,17 @@ def sn_votes(tree: Tree, stats: NodeStats, params: dict):
 
 
 def km_votes(tree: Tree, stats: NodeStats, params: dict):
-    """Votes of the Kearns–Mansour pruning with ``params = {"c": c}`` (δ = 0.05, ``|H|`` of T0)."""
-    return pruning_votes(km_pruning(tree, stats, params["c"]), stats)
+    """Votes of the Kearns–Mansour pruning with ``params = {"c": c}``; optional entries
+    ``"delta"`` (default 0.05) and ``"log_num_tests"`` (default ``log|H|`` of T0)."""
+    return pruning_votes(km_pruning(tree, stats, params["c"], params.get("delta", 0.05),
+                                    params.get("log_num_tests")), stats)
 
 
 def optimistic_votes(tree: Tree, stats: NodeStats, params: dict):
-    """Votes of optimistic pruning with ``params = {"c": c}`` (δ = 0.05, resampling on)."""
-    return pruning_votes(optimistic_pruning(tree, stats, params["c"]), stats)
+    """Votes of optimistic pruning with ``params = {"c": c}``; optional entries ``"delta"``
+    (default 0.05) and ``"resample"`` (default True)."""
+    return pruning_votes(optimistic_pruning(tree, stats, params["c"], params.get("delta", 0.05),
+                                            params.get("resample", True)), stats)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -690,14 +699,83 @@ def holdout_select(table: SizeTable) -> Array:
 
 
 def min_size_srm_votes(tree: Tree, stats: NodeStats, params: dict, max_size: int):
-    """Votes of the fewest-error pruning of the size SRM picks, ``params = {"c": c}`` (δ = 0.05,
-    ``|H|`` of T0). ``max_size`` is static: bind it (``functools.partial``) to a bound on the number of
-    non-empty T0 leaves. The knapsack does not depend on ``c``, so under ``vmap`` over ``c`` it
-    runs once."""
+    """Votes of the fewest-error pruning of the size SRM picks, ``params = {"c": c}``; optional
+    entries ``"delta"`` (default 0.05) and ``"log_num_tests"`` (default ``log|H|`` of T0).
+    ``max_size`` is static: bind it with :func:`min_size_srm_votes_for`, to a bound on the
+    number of non-empty T0 leaves. The knapsack does not depend on ``c``, so under ``vmap`` over
+    ``c`` it runs once."""
     table = min_error_per_size(stats.errors, stats.total > 0, tree.internal, max_size,
                                layout=tree.layout)
-    size = srm_select(table.errors, stats.num_samples, params["c"], 0.05, log_num_tests_of(tree))
+    log_h = params.get("log_num_tests")
+    size = srm_select(table.errors, stats.num_samples, params["c"], params.get("delta", 0.05),
+                      log_num_tests_of(tree) if log_h is None else log_h)
     return pruning_votes(pruning_of_size(table, size, tree.internal, tree.layout), stats)
+
+
+@functools.lru_cache(maxsize=None)
+def min_size_srm_votes_for(max_size: int):
+    """:func:`min_size_srm_votes` with ``max_size`` bound: one function object per size, so that
+    the model-selection code (which compiles per votes function) reuses its compilations."""
+    return functools.partial(min_size_srm_votes, max_size=int(max_size))
+
+
+def size_cap(stats: NodeStats, internal: Array, layout=None) -> int:
+    """A static ``max_size`` for :func:`min_error_per_size`: the number of non-empty T0 leaves
+    rounded up by :func:`jaxtree.shapes.padded` (at most 25 % more), so that refits at nearby
+    sizes share compilations; the sizes beyond T0's non-empty leaves have no pruning (inf)."""
+    return shapes.padded(num_nonempty_leaves(stats, internal, layout))
+
+
+# ---------------------------------------------------------------------------------------------
+# Search ranges: each penalty in units of the one that prunes T0 to its root
+#: The tuned methods' penalty parameter (C1, SN: λ; KM, optimistic, min-size with SRM: c).
+PENALTY = {"c1": "lam", "sn": "lam", "km": "c", "optimistic": "c", "min_size_srm": "c"}
+#: The estimators' first-stage search grid relative to :func:`root_penalty`: 10 values equally
+#: spaced in log from 2^-14 to 1, i.e. the paper's grid 2^linspace(-8, 6, 10) in units of
+#: ``root_penalty / 64``.
+RELATIVE_GRID = 2.0 ** np.linspace(-14, 0, 10)
+
+
+def root_penalty(method: str, stats: NodeStats, delta=0.05, log_num_tests=1.0,
+                 resample=True) -> Array:
+    """A penalty at and above which ``method`` prunes T0 to its root alone (scalar).
+
+    It gives every penalty a scale-free unit: a search range ``root_penalty · RELATIVE_GRID``
+    covers the same part of each method's path (from the root down to nearly T0) at any sample
+    size, whereas a fixed range does not (C1's λ is counted in training errors: the useful λ
+    grows with n; SN's, KM's and optimistic pruning's slack terms grow like sqrt(n)). With
+    ``E`` the root's training errors and ``n`` its points (the sample size):
+
+    * ``"c1"``: ``λ = E`` (any pruning with s ≥ 2 non-empty leaves costs ≥ 2λ ≥ E + λ);
+    * ``"sn"``: ``λ = E / sqrt(n)`` (the root's penalty is 0 at depth 0; every other pruning
+      pays ``λ Σ sqrt(N_A ℓ_A) ≥ λ sqrt(n)``);
+    * ``"km"``: ``c = E / sqrt(n (log|H| + log(n/δ)))`` (the root's slack, with s ≥ 1, is at
+      least E);
+    * ``"optimistic"``: ``c = E / sqrt(n K / r)``, ``K = 2 log(n r) + log(1/δ)``, r the
+      resampling factor (:func:`optimistic_slack`);
+    * ``"min_size_srm"``: ``c = E / (sqrt(n) (sqrt(2a + b) − sqrt(a + b)))``,
+      ``a = log 4 + log|H|``, ``b = log(1/δ)`` (size 1 then beats every size ≥ 2 in
+      :func:`srm_select`).
+
+    These are sufficient conditions (upper bounds on the exact collapse point); ties go to the
+    root. ``log_num_tests``: ``log|H|`` (:func:`log_num_tests_of`), for ``"km"`` and
+    ``"min_size_srm"``. Traceable.
+    """
+    if method not in PENALTY:
+        raise ValueError(f"method must be one of {tuple(PENALTY)}; got {method!r}")
+    errors, n = stats.errors[0], jnp.maximum(stats.total[0], 1)
+    dtype = errors.dtype
+    if method == "c1":
+        return errors
+    if method == "sn":
+        return errors / jnp.sqrt(n)
+    if method == "km":
+        return errors / jnp.sqrt(n * (log_num_tests + jnp.log(n / delta)))
+    if method == "optimistic":
+        k, scale = _optimistic_terms(n, jnp.zeros((), dtype), delta, resample)
+        return errors / jnp.sqrt(n * k / scale)
+    a, b = jnp.log(4.0) + log_num_tests, jnp.log(1.0 / delta)
+    return errors / (jnp.sqrt(n) * (jnp.sqrt(2 * a + b) - jnp.sqrt(a + b)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -698,7 +698,7 @@ def _adam_step(tree, folds, votes_fn, theta, opt_state, learning_rate, tau, eps,
 def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, method="grid",
          folds: int = 2, seed: int = 0, fixed: Optional[dict] = None,
          init: Optional[dict] = None, errors_fn: Optional[Callable] = None,
-         **gradient_options) -> tuple[dict, dict]:
+         base_grid=LOG_GRID, **gradient_options) -> tuple[dict, dict]:
     """Select the parameters of a method on T0 by k-fold CV; shows a tqdm progress bar on a TTY.
 
     Args:
@@ -714,6 +714,8 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
         gradient tuning starts from the best few points of a coarse grid
         (:func:`coarse_starts`).
       errors_fn: the grid's error function for ``"grid"`` (:func:`paper_search`).
+      base_grid: the first-stage values of every tuned parameter for ``"grid"`` (default the
+        paper's 2^linspace(-8, 6, 10)).
       gradient_options: passed to :func:`gradient_tune`.
 
     Returns:
@@ -743,11 +745,12 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
     data = folds if isinstance(folds, Folds) else prepare_folds(
         tree, X, y, num_classes, fold_masks(len(y), folds, seed))
     if method == "grid":
-        total = LOG_GRID.size ** len(names) + LINEAR_GRID_SIZE ** len(names)
+        total = np.size(base_grid) ** len(names) + LINEAR_GRID_SIZE ** len(names)
         with tqdm.tqdm(total=total, desc="grid search (settings)", leave=False,
                        disable=None) as bar:
             result = paper_search(tree, data, votes_fn, tuple(directions), fixed,
-                                  progress=bar.update, errors_fn=errors_fn)
+                                  base_grid=base_grid, progress=bar.update,
+                                  errors_fn=errors_fn)
         return ({name: float(v) for name, v in result.best_params.items()},
                 _grid_results(result, names))
     if method == "gradient":

@@ -13,8 +13,8 @@ def small_estimators():
     return [
         jaxtree.PACBayesTreeClassifier(partition="kd", split="cycle", max_depth=4, lam1=1.0,
                                        lam2=1.0),
-        jaxtree.PrunedTreeClassifier(max_depth=4),
-        jaxtree.HSVoteClassifier(max_depth=4),
+        jaxtree.PrunedTreeClassifier(max_depth=4, lam=1.0),
+        jaxtree.HSVoteClassifier(max_depth=4, eta=1.0),
         jaxtree.ObliqueTreeClassifier(max_depth=2, n_restarts=1, n_jumps=1, n_cycles=1),
     ]
 

@@ -378,3 +378,48 @@ def test_min_error_per_size_needs_a_table_for_every_leaf():
             stats.errors, stats.total > 0, tree.internal))
         assert np.array_equal(short, full[:size + 1]) != np.all(np.isnan(short)), size
         assert np.all(np.isnan(short)) == (size == 1), size
+
+
+@pytest.mark.parametrize("seed, x64", [(0, False), pytest.param(1, True, marks=pytest.mark.slow),
+                                       pytest.param(2, False, marks=pytest.mark.slow),
+                                       pytest.param(2, True, marks=pytest.mark.slow)])
+def test_root_penalty_prunes_to_the_root(seed, x64):
+    """At ``root_penalty`` (times 1.001 for rounding) and above, every penalized method keeps
+    the root alone; 2^-14 of it keeps more on these trees (the search range is not empty).
+    Seed 2 is a 3-class problem; float64 runs in the slow suite."""
+    with jax.enable_x64(x64):
+        _check_root_penalty(seed)
+
+
+def _check_root_penalty(seed):
+    tree, X, y = random_tree(seed, num_classes=3 if seed == 2 else 2, n=120)
+    stats = jaxtree.node_stats(tree, X, y, 3 if seed == 2 else 2)
+    log_h = float(prune.log_num_tests_of(tree))
+    root_only = np.zeros(tree.num_nodes, bool)
+    root_only[0] = True
+    table = prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal,
+                                     prune.size_cap(stats, tree.internal))
+    n = stats.num_samples
+
+    def leaves(method, value):
+        if method == "c1":
+            return jaxtree.best_pruning(prune.c1_leaf_cost(stats, value), tree.internal)
+        if method == "sn":
+            return jaxtree.best_pruning(prune.sn_leaf_cost(stats, tree.node_depth, value),
+                                        tree.internal)
+        if method == "km":
+            return prune.km_pruning(tree, stats, value, 0.1, log_h)
+        if method == "optimistic":
+            return prune.optimistic_pruning(tree, stats, value, 0.1, seed != 1)
+        size = prune.srm_select(table.errors, n, value, 0.1, log_h)
+        return prune.pruning_of_size(table, size, tree.internal)
+
+    for method in prune.PENALTY:
+        top = float(prune.root_penalty(method, stats, 0.1, log_h, seed != 1))
+        assert top > 0, method
+        for factor in (1.001, 10.0):
+            np.testing.assert_array_equal(np.asarray(leaves(method, top * factor)), root_only,
+                                          err_msg=method)
+        assert np.asarray(leaves(method, top * 2.0 ** -14)).sum() > 1, method
+    with pytest.raises(ValueError, match="method"):
+        prune.root_penalty("rep", stats)
