@@ -4,7 +4,7 @@
     python -m experiments.table2 --quick           # one run, reduced grid, smaller sets (minutes)
     python -m experiments.table2 --datasets spam digit --runs 2
     python -m experiments.table2 --split spread            # T0 on the widest-spread coordinate
-    python -m experiments.table2 --methods c1 pacbayes km optimistic   # extra baselines
+    python -m experiments.table2 --methods c1 pacbayes km optimistic   # a subset of the columns
     python -m experiments.table2 --potentials authors      # the authors' code's penalty
 
 Outputs go to ``experiments/results/table2[_quick][_spread].{md,csv,json}`` (``--out`` renames),
@@ -26,9 +26,15 @@ PAC-Bayes λ1, λ2) with :func:`jaxtree.select.paper_search` (ties go to the sim
 model is refitted on the whole training set and scored on the test set. The table reports each
 method's test error divided by C1's on the same split (mean ± std over the runs) beside the
 paper's ratio, and the absolute errors. Every run is written to CSV and JSON. Methods: C1 (the
-baseline), SN, PAC-Bayes and HS-vote (binary datasets) as in the paper; Kearns–Mansour and
-optimistic pruning (:mod:`jaxtree.prune`) on request (their level passes compile slowly on
-dyadic trees hundreds of levels deep).
+baseline), SN, PAC-Bayes and HS-vote (binary datasets) as in the paper, and the other pruning
+methods of :mod:`jaxtree.prune` on the same T0 and splits (second ratio table):
+
+* Kearns–Mansour, optimistic pruning and min-size with SRM: their constant ``c`` tuned like the
+  other penalties, on the same grids (δ = 0.05, |H| the distinct split tests of T0);
+* reduced-error pruning (REP) and min-size with the size chosen on a hold-out part (CV): these
+  have nothing to tune. The training set is split at random (seed of the run) into S1 (two
+  thirds: node labels and training errors) and S2 (a third: hold-out errors); T0 is the one
+  built on the whole training set, as for every other column.
 
 ``--potentials authors`` replaces the PAC-Bayes column by the reading of the authors' public code
 (:func:`jaxtree.pacbayes_authors_potentials`: the penalty grows with the depth of a node) and its
@@ -62,7 +68,8 @@ from experiments import datasets
 from jaxtree import shapes
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.hsvote import hs_votes
-from jaxtree.prune import c1_votes, km_votes, optimistic_votes, sn_votes
+from jaxtree import prune
+from jaxtree.prune import c1_votes, km_votes, optimistic_votes, pruning_votes, sn_votes
 from jaxtree.select import (LOG_GRID, LINEAR_GRID_SIZE, PACBAYES_DIRECTIONS, fold_masks,
                             holdout_masks, pacbayes_authors_votes, pacbayes_votes, paper_search,
                             point_scores, prepare_folds, sequential_search)
@@ -96,23 +103,32 @@ class Method:
     ``((name, direction), ...)`` (direction: which values are simpler, for ties)."""
 
     label: str
-    votes: Callable
+    votes: Optional[Callable]
     directions: tuple
     binary_only: bool = False
 
 
 #: Ties go to the simpler model (jaxtree.select): a larger λ or c prunes more; a smaller η
-#: leaves the HS posterior closer to its prior.
+#: leaves the HS posterior closer to its prior. ``votes`` None: the votes function depends on
+#: T0 (min-size with SRM: its table's static size, :func:`votes_of`); no ``directions``: a
+#: hold-out method with nothing to tune (:func:`holdout_fit`).
 METHODS = {
     "c1": Method("C1", c1_votes, (("lam", +1),)),
     "sn": Method("SN", sn_votes, (("lam", +1),)),
     "pacbayes": Method("PAC-Bayes", pacbayes_votes, PACBAYES_DIRECTIONS),
     "hs": Method("HS", hs_votes, (("eta", -1),), binary_only=True),
+    "rep": Method("REP", None, ()),
+    "min_size_cv": Method("min-size CV", None, ()),
+    "min_size_srm": Method("min-size SRM", None, (("c", +1),)),
     "km": Method("KM", km_votes, (("c", +1),)),
     "optimistic": Method("optimistic", optimistic_votes, (("c", +1),)),
 }
-#: Methods of the paper's Table 2 (C1 is the baseline of the ratios); the others are extras.
+#: Methods of the paper's Table 2 (C1 is the baseline of the ratios).
 PAPER_METHODS = ("sn", "pacbayes", "hs")
+#: The other pruning methods (not in the paper's table), ratios to C1 in a second table.
+OTHER_METHODS = ("rep", "min_size_cv", "min_size_srm", "km", "optimistic")
+#: Fraction of the training set held out (S2) by REP and min-size CV.
+HOLDOUT = 1 / 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -134,7 +150,8 @@ class Config:
 
 
 def full_config(datasets_=tuple(datasets.DATASETS), runs=5, seed=0, split="cycle",
-                methods=("c1",) + PAPER_METHODS, potentials="practical") -> Config:
+                methods=("c1",) + PAPER_METHODS + OTHER_METHODS, potentials="practical"
+                ) -> Config:
     """The paper's protocol (docs/theory/protocol.md)."""
     return Config(tuple(datasets_), runs, seed, tuple(methods), PARTITIONS,
                   tuple(float(v) for v in LOG_GRID), LINEAR_GRID_SIZE, None,
@@ -142,7 +159,8 @@ def full_config(datasets_=tuple(datasets.DATASETS), runs=5, seed=0, split="cycle
 
 
 def quick_config(datasets_=tuple(datasets.DATASETS), runs=1, seed=0, split="cycle",
-                 methods=("c1",) + PAPER_METHODS, potentials="practical") -> Config:
+                 methods=("c1",) + PAPER_METHODS + OTHER_METHODS, potentials="practical"
+                 ) -> Config:
     """One run, a 5-value log grid then 5 linear values, training sets capped at 1500 points and
     1000 test points: the shape of the experiment in a few minutes."""
     return Config(tuple(datasets_), runs, seed, tuple(methods), PARTITIONS,
@@ -184,6 +202,44 @@ def _test_errors(tree, stats, votes_fn, params, path, on_path, y):
     return jnp.sum(jnp.argmax(scores, axis=1) != y)
 
 
+def votes_of(key: str, tree, stats) -> Callable:
+    """The votes function of method ``key`` on T0 (``stats``: of the whole training set)."""
+    if key == "min_size_srm":
+        return prune.min_size_srm_votes_for(prune.size_cap(stats, tree.internal, tree.layout))
+    return METHODS[key].votes
+
+
+def holdout_fit(key: str, tree, X, y, num_classes: int, seed: int):
+    """REP (``key="rep"``) or min-size with the size of fewest hold-out errors
+    (``"min_size_cv"``) on T0: labels and training errors from S1, hold-out errors from S2
+    (a random :data:`HOLDOUT` of ``X [n, D]``, ``y [n]``, seeded). Returns ``(votes, hold-out
+    error rate of the chosen pruning)``, ``votes`` as :func:`jaxtree.prune.pruning_votes`."""
+    order = np.random.default_rng(seed).permutation(len(y))
+    held = max(1, int(round(HOLDOUT * len(y))))
+    grow, prune_part = np.sort(order[held:]), np.sort(order[:held])
+    stats = node_stats(tree, jnp.asarray(X[grow]), jnp.asarray(y[grow]), num_classes)
+    counts = node_stats(tree, jnp.asarray(X[prune_part]), jnp.asarray(y[prune_part]),
+                        num_classes).counts
+    holdout_err = prune.holdout_errors(counts, stats.label)
+    if key == "rep":
+        mask = prune.rep_pruning(holdout_err, tree.internal, tree.layout)
+    else:
+        table = prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal,
+                                         prune.size_cap(stats, tree.internal, tree.layout),
+                                         holdout_err, tree.layout)
+        mask = prune.pruning_of_size(table, prune.holdout_select(table), tree.internal,
+                                     tree.layout)
+    return (pruning_votes(mask, stats),
+            float(prune.pruning_errors(mask, holdout_err)) / len(prune_part))
+
+
+@functools.partial(jax.jit, static_argnames="num_classes")
+def _votes_test_errors(votes, path, on_path, y, num_classes):
+    """:func:`_test_errors` of given node votes (``(weight, label)``, ``[nodes]`` each)."""
+    scores = point_scores(votes, path, on_path, num_classes)
+    return jnp.sum(jnp.argmax(scores, axis=1) != y)
+
+
 def run_split(name: str, X, y, partition: str, methods, config: Config, run: int,
               progress=None) -> list[dict]:
     """Every method on one split and one partition; one record per method."""
@@ -209,21 +265,28 @@ def run_split(name: str, X, y, partition: str, methods, config: Config, run: int
             continue
         start = time.perf_counter()
         if key == "pacbayes" and config.potentials == "authors":
-            method = dataclasses.replace(method, votes=pacbayes_authors_votes)
+            votes = pacbayes_authors_votes
             result = _authors_search(tree, X_train, y_train, num_classes, config, seed)
-        else:
-            result = paper_search(tree, folds, method.votes, method.directions,
+        elif method.directions:
+            votes = votes_of(key, tree, stats)
+            result = paper_search(tree, folds, votes, method.directions,
                                   base_grid=np.asarray(config.base_grid),
                                   linear_size=config.linear_size)
-        params = {k: float(v) for k, v in result.best_params.items()}
-        errors = int(_test_errors(tree, stats, method.votes, result.best_params, path, on_path,
-                                    y_test))
+        if method.directions:
+            params = {k: float(v) for k, v in result.best_params.items()}
+            cv_error = float(result.best_error)
+            errors = int(_test_errors(tree, stats, votes, result.best_params, path, on_path,
+                                      y_test))
+        else:
+            node_votes, cv_error = holdout_fit(key, tree, X[train], y[train], num_classes, seed)
+            params = {}
+            errors = int(_votes_test_errors(node_votes, path, on_path, y_test, num_classes))
         records.append({
             "dataset": name, "partition": partition, "run": run, "seed": seed, "method": key,
             "n_train": n_train, "n_test": config.test_size, "num_classes": num_classes,
             "depth": tree.depth, "width": tree.width, "slots": tree.num_nodes,
             "layout": type(tree.layout).__name__, "params": params,
-            "cv_error": float(result.best_error), "test_error": errors / config.test_size,
+            "cv_error": cv_error, "test_error": errors / config.test_size,
             "seconds": time.perf_counter() - start, "build_seconds": build_seconds})
         if progress is not None:
             progress(key)
@@ -308,6 +371,21 @@ def markdown_table(records: list[dict], config: Config) -> str:
                     cells.append(f"{mean:.3f} ± {std:.3f} ({paper:.3f})" if paper is not None
                                  else f"{mean:.3f} ± {std:.3f}")
         lines.append("| " + " | ".join(cells) + " |")
+    others = [m for m in OTHER_METHODS if m in config.methods]
+    if others:
+        lines += ["", "### Ratio of test error to C1 pruning, the other pruning methods (mean ± "
+                  "std over runs; not in the paper)", ""]
+        head = ["dataset"] + [f"{'dyadic' if p == 'dyadic' else 'KD'} {METHODS[m].label}"
+                              for p in config.partitions for m in others]
+        lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for name in names:
+            cells = [name]
+            for p in config.partitions:
+                for m in others:
+                    s = summary.get((name, p, m))
+                    cells.append("N/A" if s is None else
+                                 "{:.3f} ± {:.3f}".format(*s["ratio"]))
+            lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "### Test error (mean ± std over runs)", ""]
     head = ["dataset", "partition", "n train", "T0 depth / width"] + [
         METHODS[m].label for m in config.methods]
@@ -390,7 +468,10 @@ def header_text(meta: dict) -> str:
         f"linear values from half to twice the best (product grids for PAC-Bayes λ1, λ2). "
         f"T0: dyadic to depth ⌊ln n⌋·D, KD to depth ⌈log2 n⌉, split coordinate: {rule}, "
         f"stopping at pure nodes or < 2 points. Ratio = method's test error / C1's on the same "
-        f"split, averaged over runs. HS-vote is binary only (N/A). wine: the 7 labels present "
+        f"split, averaged over runs. HS-vote is binary only (N/A). REP and min-size CV: labels "
+        f"and training errors from a random two thirds of the training set, hold-out errors "
+        f"from the other third, on the same T0; KM, optimistic and min-size SRM: c on the same "
+        f"grids, δ = 0.05. wine: the 7 labels present "
         f"(paper: 11).\n" + ("" if c.get("potentials", "practical") == "practical" else
         "\nPAC-Bayes: the authors' public code's reading: penalty λ2·sqrt(8·ℓ·max(N_A, ℓ)) "
         "(ℓ the depth of A), λ1 then λ2 tuned one at a time on one 65/35 hold-out split "
@@ -409,9 +490,8 @@ def main(argv=None):
     parser.add_argument("--split", default="cycle", choices=["cycle", "spread"],
                         help="T0's split coordinate: cycled (the paper's rule) or widest spread")
     parser.add_argument("--methods", nargs="+", default=None, choices=list(METHODS),
-                        help="methods to run (default: C1 and the paper's; the extras km and "
-                             "optimistic compile slowly on deep dyadic trees). C1 is always "
-                             "needed: it is the ratios' baseline")
+                        help="methods to run (default: all). C1 is always needed: it is the "
+                             "ratios' baseline")
     parser.add_argument("--potentials", default="practical", choices=["practical", "authors"],
                         help="PAC-Bayes penalty and tuning: the paper's, or the authors' public "
                              "code's (depth-dependent penalty, λ's one at a time on a 65/35 "

@@ -21,17 +21,19 @@ def _tiny_run(partitions, methods):
 
 
 def test_tiny_end_to_end_run_writes_the_table(tmp_path):
-    config, records = _tiny_run(("dyadic",), ("c1", "pacbayes", "hs"))
+    config, records = _tiny_run(("dyadic",), ("c1", "pacbayes", "hs", "rep"))
     for r in records:
         assert r["n_train"] == 120 and r["n_test"] == 60
         assert 0 <= r["test_error"] <= 1 and 0 <= r["cv_error"] <= 1
         assert math.isfinite(r["ratio"]) and r["ratio"] >= 0
         assert all(v > 0 for v in r["params"].values())
+        assert (r["params"] == {}) == (r["method"] == "rep")   # REP: nothing to tune
     assert all(r["ratio"] == 1 for r in records if r["method"] == "c1")
     md = table2.write_results(records, config, "t2", "pytest", 1.0, out_dir=tmp_path)
     text = md.read_text()
     assert "| eeg |" in text and "(0.993)" in text   # ours beside the paper's PAC-Bayes ratio
     assert "Command: `pytest`" in text
+    assert "| dataset | dyadic REP |" in text             # the other methods' ratio table
     saved = json.loads((tmp_path / "t2.json").read_text())
     assert saved["meta"]["config"]["max_train"] == 120 and len(saved["runs"]) == len(records)
     assert len((tmp_path / "t2.csv").read_text().splitlines()) == len(records) + 1
@@ -39,6 +41,18 @@ def test_tiny_end_to_end_run_writes_the_table(tmp_path):
     unfinished = dataclasses.replace(config, datasets=("eeg", "wine"))
     text = table2.write_results(records, unfinished, "t3", "pytest", 1.0, tmp_path).read_text()
     assert "**Partial results** (run interrupted or in progress): finished eeg of eeg, wine" in text
+
+
+@pytest.mark.slow
+def test_tiny_run_of_the_hold_out_and_size_methods(tmp_path):
+    config, records = _tiny_run(("kd",), ("c1", "rep", "min_size_cv", "min_size_srm"))
+    for r in records:
+        assert 0 <= r["test_error"] <= 1 and 0 <= r["cv_error"] <= 1
+        assert math.isfinite(r["ratio"])
+        assert r["params"] == {} if r["method"] in ("rep", "min_size_cv") else set(r["params"]) \
+            in ({"lam"}, {"c"})
+    text = table2.write_results(records, config, "t4", "pytest", 1.0, tmp_path).read_text()
+    assert "| dataset | KD REP | KD min-size CV | KD min-size SRM |" in text
 
 
 @pytest.mark.slow
