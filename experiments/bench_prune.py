@@ -3,10 +3,12 @@
     python -m experiments.bench_prune [--repeats 3] [--out experiments/results/bench_prune.md]
 
 1. **Cold fit** of ``PrunedTreeClassifier`` for each method (C1, SN, KM, optimistic, REP,
-   min-size with SRM and with CV) on spam's dyadic T0 (the paper's 2601 training points of one
-   random split, seed 0, as in ``experiments.table2``; the paper's depth rule ``floor(ln n)·D``,
-   399 levels, compact layout), fixed parameters (``lam=2``, ``c=0.05``), each fit in a fresh
-   Python process so that every compilation is included; the median of ``--repeats`` processes.
+   min-size with SRM and with CV), ``HSVoteClassifier`` and ``PACBayesTreeClassifier`` on
+   spam's dyadic T0 (the paper's 2601 training points of one random split, seed 0, as in
+   ``experiments.table2``; the paper's depth rule ``floor(ln n)·D``, 399 levels, compact
+   layout) with their default settings (penalties tuned by 2-fold CV), each fit in a fresh
+   Python process so that every compilation is included; the median of ``--repeats``
+   processes.
 2. **Knapsack compile time against depth** (:func:`jaxtree.prune.min_error_per_size` on the
    compact layout): the same T0 cut at fewer levels and padded with empty levels to more, all at
    the same width W; first call (compile) and warm call.
@@ -31,13 +33,16 @@ import time
 import numpy as np
 
 RESULTS = pathlib.Path(__file__).parent / "results" / "bench_prune.md"
-LAM, C = 2.0, 0.05
-#: (label, PrunedTreeClassifier keyword arguments)
-FITS = [("C1", {"method": "c1", "lam": LAM}), ("SN", {"method": "sn", "lam": LAM}),
-        ("KM", {"method": "km", "c": C}), ("optimistic", {"method": "optimistic", "c": C}),
-        ("REP", {"method": "rep"}),
-        ("min-size, SRM", {"method": "min_size", "selection": "srm", "c": C}),
-        ("min-size, CV", {"method": "min_size", "selection": "cv"})]
+#: (label, estimator class name, keyword arguments besides T0's): the default settings
+FITS = [("C1", "PrunedTreeClassifier", {"method": "c1"}),
+        ("SN", "PrunedTreeClassifier", {"method": "sn"}),
+        ("KM", "PrunedTreeClassifier", {"method": "km"}),
+        ("optimistic", "PrunedTreeClassifier", {"method": "optimistic"}),
+        ("REP", "PrunedTreeClassifier", {"method": "rep"}),
+        ("min-size, SRM", "PrunedTreeClassifier", {"method": "min_size", "selection": "srm"}),
+        ("min-size, CV", "PrunedTreeClassifier", {"method": "min_size", "selection": "cv"}),
+        ("HS vote", "HSVoteClassifier", {}),
+        ("PAC-Bayes", "PACBayesTreeClassifier", {})]
 
 
 def spam_training_set():
@@ -56,17 +61,19 @@ def one_fit(index: int) -> dict:
     X, y = spam_training_set()
     loaded, loaded_cpu = time.perf_counter(), time.process_time()
     depth = int(math.floor(math.log(X.shape[0]))) * X.shape[1]
-    model = jaxtree.PrunedTreeClassifier(partition="dyadic", max_depth=depth, **FITS[index][1])
+    _, cls, kwargs = FITS[index]
+    model = getattr(jaxtree, cls)(partition="dyadic", max_depth=depth, **kwargs)
     model.fit(X, y)
     end = time.perf_counter()
     return {"fit_s": end - loaded, "fit_cpu_s": time.process_time() - loaded_cpu,
             "with_import_s": end - start, "depth": model.tree_.depth,
-            "width": model.tree_.width, "leaves": model.n_leaves_}
+            "width": model.tree_.width, "leaves": getattr(model, "n_leaves_", ""),
+            "params": getattr(model, "best_params_", {})}
 
 
 def cold_fits(repeats: int) -> tuple[list, list]:
     rows = []
-    for index, (label, kwargs) in enumerate(FITS):
+    for index, (label, _, kwargs) in enumerate(FITS):
         runs = [json.loads(subprocess.run(
             [sys.executable, "-m", "experiments.bench_prune", "--one", str(index)],
             check=True, capture_output=True, text=True).stdout.strip().splitlines()[-1])
@@ -74,11 +81,12 @@ def cold_fits(repeats: int) -> tuple[list, list]:
         median = {key: float(np.median([r[key] for r in runs]))
                   for key in ("fit_s", "fit_cpu_s", "with_import_s")}
         r = runs[0]
+        tuned = ", ".join(f"{k}={v:.3g}" for k, v in r["params"].items())
         rows.append([label, ", ".join(f"{k}={v}" for k, v in kwargs.items() if k != "method"),
-                     f"{r['depth']}", f"{r['width']}", f"{r['leaves']}",
+                     tuned, f"{r['depth']}", f"{r['width']}", f"{r['leaves']}",
                      f"{median['fit_s']:.1f}", f"{median['fit_cpu_s']:.1f}",
                      f"{median['with_import_s']:.1f}"])
-    header = ["method", "parameters", "T0 depth", "W", "pruning leaves",
+    header = ["method", "options", "tuned (best_params_)", "T0 depth", "W", "pruning leaves",
               "cold fit s (median)", "its CPU s", "with imports s"]
     return header, rows
 
@@ -131,7 +139,8 @@ def main(argv=None):
         return
     from experiments.bench_deep import markdown
     load_before = os.getloadavg()[0]
-    sections = [("Cold fit on spam's dyadic T0 (fresh process each)", cold_fits(args.repeats)),
+    sections = [("Cold fit with the default (tuned) settings on spam's dyadic T0 (fresh process "
+                 "each)", cold_fits(args.repeats)),
                 ("Knapsack against depth (compact layout, one W)", knapsack_depths())]
     text = [f"# Pruning methods on a deep T0\n\nCommand: `python -m experiments.bench_prune "
             f"--repeats {args.repeats}`; {platform.machine()}, {platform.python_version()}, "
