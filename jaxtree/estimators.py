@@ -394,8 +394,9 @@ PRUNING_METHODS = ("c1", "sn", "km", "optimistic", "rep", "min_size")
 
 
 class PrunedTreeClassifier(TreeClassifierBase):
-    """T0 pruned by one of the classic methods (docs/theory/pruning.md; :mod:`jaxtree.prune`); predicts
-    the label of the pruning leaf that contains a point. By default each method's penalty is tuned.
+    """T0 pruned by one of the classic methods (docs/theory/pruning.md; :mod:`jaxtree.prune`);
+    predicts the label of the pruning leaf that contains a point. By default each method's
+    penalty is tuned.
 
     Args:
       method: ``"c1"`` (cost-complexity, ``lam``), ``"sn"`` (Scott's SN penalty, ``lam``),
@@ -408,14 +409,15 @@ class PrunedTreeClassifier(TreeClassifierBase):
       c: the constant in front of the KM / optimistic / SRM penalty (1: the formula as stated);
         None (default): tuned.
       delta: confidence δ of KM, optimistic and SRM (0.05: the usual choice; not tuned).
-      selection: ``"srm"`` (``R̂ + c·sqrt((s·log(4|H|) + log(1/δ))/n)``) or ``"cv"`` (hold-out) for
-        ``"min_size"``.
+      selection: ``"srm"`` (``R̂ + c·sqrt((s·log(4|H|) + log(1/δ))/n)``) or ``"cv"``
+        (hold-out) for ``"min_size"``.
       holdout: fraction of the sample held out as S2 by ``"rep"`` and ``min_size``/``"cv"``
         (T0 and its labels come from the rest, S1, as in reduced-error pruning). A third by
         default, a common choice.
       num_tests: ``|H|`` for KM and SRM; None counts T0's distinct split tests
         (:func:`jaxtree.prune.log_num_tests_of`).
-      resample: optimistic pruning treats a sample smaller than 5000 as resampled to 5000 (Nock 2002).
+      resample: optimistic pruning treats a sample smaller than 5000 as resampled to 5000
+        (Nock 2002).
       tune: ``"auto"`` (default: the penalty, ``lam`` or ``c``, is chosen by 2-fold CV when left
         at None), ``"grid"`` (chosen even when given), or None (use the given value).
         The search is the paper's protocol on a range in the method's own units: 10 values
