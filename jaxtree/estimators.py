@@ -637,7 +637,7 @@ class HSVoteClassifier(TreeClassifierBase):
         >>> import jaxtree
         >>> X = np.arange(8.0)[:, None]
         >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
-        >>> model = jaxtree.HSVoteClassifier(max_depth=2).fit(X, y)
+        >>> model = jaxtree.HSVoteClassifier(max_depth=2, eta=1.0).fit(X, y)
         >>> model.predict(X).tolist()
         [0, 0, 0, 0, 1, 1, 1, 1]
         >>> print(np.asarray(model.predict_proba(X[:1])).round(3))
