@@ -5,7 +5,8 @@ The functional core (pure functions on arrays and pytrees; jit / vmap / grad fri
     tree  = jaxtree.kd_tree(X, max_depth=12, y=y)                 # or dyadic_tree
     stats = jaxtree.node_stats(tree, X, y, num_classes)            # counts [nodes, L]
     log_w = jaxtree.pacbayes_log_weights(tree, stats, lam1, lam2)  # [nodes]
-    proba = jaxtree.vote(tree, stats.label, log_w, X_test, num_classes)
+    node_proba = jaxtree.class_frequencies(tree, stats.counts, 0.5)   # [nodes, L]
+    proba = jaxtree.posterior_predictive(tree, node_proba, log_w, X_test)   # [n_test, L]
 
 and scikit-learn-style estimators over it (:class:`PACBayesTreeClassifier`). Any other potentials
 go through ``jaxtree.subtree_log_weights(phi, tree.internal, layout=tree.layout)``;
@@ -33,11 +34,12 @@ from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_authors_off
                               pacbayes_authors_potentials, pacbayes_log_weights,
                               pacbayes_offsets, pacbayes_potentials,
                               pacbayes_theory_log_weights, pacbayes_theory_offsets,
-                              pacbayes_theory_potentials, scores_from_paths, vote)
+                              pacbayes_theory_potentials, posterior_predictive,
+                              scores_from_paths, vote)
 from jaxtree.select import (batch_fit_scores, batch_paper_search, fold_masks, gradient_tune,
                             grid_errors, paper_search, prepare_folds, stack_problems, tune)
 from jaxtree.shapes import enable_compilation_cache
-from jaxtree.stats import NodeStats, node_stats, node_stats_from_chunks
+from jaxtree.stats import NodeStats, class_frequencies, node_stats, node_stats_from_chunks
 from jaxtree.tree import Tree, leaf_of, route
 from jaxtree import distributed, launch  # rows spread over JAX processes; a local launcher
 from sklearn.exceptions import NotFittedError  # what predict raises before fit

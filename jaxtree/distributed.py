@@ -381,10 +381,11 @@ def slot_paths(tree: Tree, slots) -> tuple[np.ndarray, np.ndarray]:
 
 
 def split_grid_errors(tree: Tree, folds: select.Folds, votes_fn, grid: dict,
-                      batch_size: Optional[int] = None, reducer=None):
+                      batch_size: Optional[int] = None, reducer=None, scoring="accuracy"):
     """:func:`jaxtree.select.grid_errors` with the settings split over the processes: each
     computes a contiguous share of the grid on the (replicated) folds, one sum gathers the
-    ``[G, k]`` errors (each entry comes from one process: the sum is exact)."""
+    ``[G, k]`` errors (validation losses of ``scoring``; each entry comes from one process: the
+    sum is exact)."""
     reducer = ProcessReducer() if reducer is None else reducer
     size = jax.tree.leaves(grid)[0].shape[0]
     bounds = np.linspace(0, size, reducer.size + 1).astype(int)
@@ -393,7 +394,7 @@ def split_grid_errors(tree: Tree, folds: select.Folds, votes_fn, grid: dict,
     if stop > start:
         share = jax.tree.map(lambda values: values[start:stop], grid)
         errors[start:stop] = np.asarray(select.grid_errors(tree, folds, votes_fn, share,
-                                                           batch_size))
+                                                           batch_size, scoring))
     return jnp.asarray(reducer.sum(errors), folds.weight.dtype)
 
 
@@ -423,6 +424,7 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     if not isinstance(estimator, PACBayesTreeClassifier):
         raise TypeError(f"jaxtree.distributed.fit fits a PACBayesTreeClassifier; got "
                         f"{type(estimator).__name__}")
+    estimator._check_params()
     reducer = ProcessReducer() if reducer is None else reducer
     X, _, n = check_block(reducer, X)
     labels = np.asarray(y)

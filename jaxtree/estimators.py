@@ -26,6 +26,7 @@ import contextlib
 import math
 from typing import Optional
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
@@ -37,10 +38,11 @@ from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.cart import cart_tree
 from jaxtree.oblique import margin_bound, node_margins, oblique_tree
 from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_log_weights,
-                              pacbayes_theory_log_weights, vote)
+                              pacbayes_theory_log_weights, posterior_predictive, vote)
 from jaxtree.tree import scale_points
 from jaxtree import hsvote, prune, shapes
 from jaxtree.engine import best_pruning
+from jaxtree.stats import DEFAULT_SMOOTHING, check_smoothing, class_frequencies
 from jaxtree.validation import float_dtype
 
 
@@ -51,6 +53,26 @@ def _cart(X, max_depth, min_split=2, y=None, split="cycle", layout="auto", rando
 
 
 PARTITIONS = {"kd": kd_tree, "dyadic": dyadic_tree, "cart": _cart}
+
+#: ``predict_proba`` of the votes over prunings: the posterior predictive (the pruning leaves'
+#: smoothed class frequencies, averaged under the weights) or the paper's vote of hard labels.
+PROBA_MODES = ("predictive", "majority")
+# the node frequencies, one compiled program per tree shape (a compact layout's pass is a scan)
+_class_frequencies = jax.jit(class_frequencies)
+
+
+def _check_proba_options(proba, smoothing):
+    if proba not in PROBA_MODES:
+        raise ValueError(f"proba must be one of {PROBA_MODES}; got {proba!r}")
+    check_smoothing(smoothing)
+
+
+def _vote_proba(model, log_weights, X):
+    """``[n, L]`` ``predict_proba`` of ``model`` (``proba``, ``tree_``, ``stats_``,
+    ``node_proba_``) whose node weights are ``exp(log_weights)`` ``[nodes]``."""
+    if model.proba == "predictive":
+        return posterior_predictive(model.tree_, model.node_proba_, log_weights, X)
+    return vote(model.tree_, model.stats_.label, log_weights, X, len(model.classes_))
 
 
 @contextlib.contextmanager
@@ -100,6 +122,7 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
     def fit(self, X, y):
         """Build T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` and fit the model. Returns self."""
         X, y = self._validate_fit_input(X, y)
+        self._check_params()
         classes, y_encoded = np.unique(y, return_inverse=True)
         self._check_classes(classes)
         self.classes_ = classes
@@ -160,6 +183,10 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         """The fitted value of a constructor parameter: the tuned one when ``fit`` tuned it."""
         return getattr(self, "best_params_", {}).get(name, getattr(self, name))
 
+    def _check_params(self):
+        """Refuse constructor parameters that are wrong whatever the data (ValueError naming
+        the parameter); called by ``fit`` (the distributed one too) before T0 is built."""
+
     def _select_params(self, X, y, cv_data=None):
         """Apply the ``tune`` option (class docstring); sets ``best_params_``, ``cv_results_``.
         ``cv_data``: None (deal ``X``, ``y`` into ``cv`` folds), or a function returning keyword
@@ -192,7 +219,8 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
             self.tree_, X, y, len(self.classes_), votes_fn, directions, mode,
             seed=getattr(self, "random_state", 0), fixed=fixed,
             init={name: v for name, v in values.items() if v is not None},
-            base_grid=self._search_grid(), **data)
+            base_grid=self._search_grid(), scoring=getattr(self, "scoring", "accuracy"),
+            **data)
 
     def _search_grid(self):
         """The first-stage grid of every tuned parameter (default: the paper's
@@ -286,6 +314,21 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         ``"authors"`` (the penalty of the authors' public code, ``λ2·sqrt(8·ℓ_A·max(N_A, ℓ_A))``
         with ℓ_A the depth of A: :mod:`jaxtree.pacbayes`; tuned like the practical one) or
         ``"theory"`` (Theorem 1; uses ``lam1`` as λ and ``delta``; not tunable: give ``lam1``).
+      proba: what ``predict_proba`` returns. ``"predictive"`` (default): the posterior
+        predictive ``Σ_{A ∈ path(x)} w(A)·p̂(· | A)``, the pruning leaves' class frequencies
+        smoothed by ``smoothing`` and averaged under the posterior over prunings: probabilities
+        strictly inside (0, 1) that can be ranked, thresholded and averaged. ``"majority"``: the
+        paper's weighted-majority vote of hard node labels ``Σ_A w(A)·1[l(A) = l]`` (its
+        Table 2; mostly 0 or 1 once λ is tuned). ``predict`` is the argmax of ``predict_proba``
+        in both (scikit-learn's rule; with ``"majority"`` it is the paper's ``h_Q``), and the
+        CV selects λ on the same scores. docs/theory/pacbayes.md has the math.
+      smoothing: α ≥ 0, the Dirichlet pseudo-count per class of the node frequencies
+        ``p̂(l | A) = (N_{A,l} + α) / (N_A + L·α)`` (:func:`jaxtree.class_frequencies`);
+        ½ (Krichevsky–Trofimov) by default, 1 is Laplace's rule, 0 the plain frequencies.
+      scoring: the CV criterion of ``tune`` (scikit-learn's scorer names): ``"accuracy"``
+        (default; the paper's), ``"neg_log_loss"`` or ``"neg_brier_score"``, which judge the
+        probabilities (grid search; ``tune="gradient"`` descends the vote's log-loss and
+        keeps the least validation error).
       delta: confidence of the theory potentials.
       tune: ``"auto"`` (default: the λ's left at None are chosen by the paper's protocol,
         docs/theory/selection.md — 2-fold CV over 2^linspace(-8, 6, 10) for each, then 10
@@ -311,7 +354,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         of all rows (:func:`jaxtree.distributed.fit`; a CART T0 then splits at 256 quantile bins).
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_`` (:class:`jaxtree.Tree`),
-    ``stats_`` (:class:`jaxtree.NodeStats`), ``node_log_weights_`` ``[nodes]``; when tuned,
+    ``stats_`` (:class:`jaxtree.NodeStats`), ``node_log_weights_`` ``[nodes]``,
+    ``node_proba_`` ``[nodes, L]`` (the smoothed class frequencies ``p̂(· | A)``); when tuned,
     ``best_params_`` (``{"lam1": ..., "lam2": ...}``) and ``cv_results_`` (scikit-learn style,
     see :func:`jaxtree.select.tune`).
 
@@ -335,7 +379,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
     """
 
     def __init__(self, partition="cart", max_depth=None, min_split=2, split="spread",
-                 lam1=None, lam2=None, potentials="practical", delta=0.05, tune="auto", cv=2,
+                 lam1=None, lam2=None, potentials="practical", delta=0.05, proba="predictive",
+                 smoothing=DEFAULT_SMOOTHING, scoring="accuracy", tune="auto", cv=2,
                  random_state=0, layout="auto", distributed=False, cv_trees="auto"):
         self.partition = partition
         self.max_depth = max_depth
@@ -346,6 +391,9 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         self.lam2 = lam2
         self.potentials = potentials
         self.delta = delta
+        self.proba = proba
+        self.smoothing = smoothing
+        self.scoring = scoring
         self.tune = tune
         self.cv = cv
         self.random_state = random_state
@@ -362,11 +410,22 @@ class PACBayesTreeClassifier(TreeClassifierBase):
             return distributed.fit(self, X, y)
         return super().fit(X, y)
 
+    def _check_params(self):
+        _check_proba_options(self.proba, self.smoothing)
+        select.check_scoring(self.scoring)
+        if self.tune == "gradient" and self.scoring != "accuracy":
+            raise ValueError(f"scoring={self.scoring!r} selects on the grid (tune='auto' or "
+                             f"'grid'); tune='gradient' descends the vote's log-loss")
+
     def _tuning_spec(self):
         votes = {"practical": select.pacbayes_votes, "authors": select.pacbayes_authors_votes}
         if self.potentials not in votes:
             return None
         return votes[self.potentials], select.PACBAYES_DIRECTIONS
+
+    def _fixed_params(self):
+        # the CV scores the probabilities predict_proba will give
+        return {"smoothing": self.smoothing} if self.proba == "predictive" else {}
 
     def _fit_tree(self, stats, X, y):
         lam1, lam2 = self._param("lam1"), self._param("lam2")
@@ -384,10 +443,10 @@ class PACBayesTreeClassifier(TreeClassifierBase):
             raise ValueError(f"potentials must be 'practical', 'authors' or 'theory'; "
                              f"got {self.potentials!r}")
         self.node_log_weights_ = log_w
+        self.node_proba_ = _class_frequencies(self.tree_, stats.counts, self.smoothing)
 
     def _scores(self, X):
-        return vote(self.tree_, self.stats_.label, self.node_log_weights_, X,
-                    len(self.classes_))
+        return _vote_proba(self, self.node_log_weights_, X)
 
 
 PRUNING_METHODS = ("c1", "sn", "km", "optimistic", "rep", "min_size")
@@ -396,7 +455,9 @@ PRUNING_METHODS = ("c1", "sn", "km", "optimistic", "rep", "min_size")
 class PrunedTreeClassifier(TreeClassifierBase):
     """T0 pruned by one of the classic methods (docs/theory/pruning.md; :mod:`jaxtree.prune`);
     predicts the label of the pruning leaf that contains a point. By default each method's
-    penalty is tuned.
+    penalty is tuned. ``predict_proba`` gives the class frequencies of the pruning leaf that contains a point
+    (smoothed by ``smoothing``; scikit-learn's tree gives the plain ones), ``predict`` their
+    argmax, the leaf's majority label.
 
     Args:
       method: ``"c1"`` (cost-complexity, ``lam``), ``"sn"`` (Scott's SN penalty, ``lam``),
@@ -434,15 +495,21 @@ class PrunedTreeClassifier(TreeClassifierBase):
       random_state: seed of the S1/S2 split and of the CV folds (and, with ``partition="cart"``,
         of the ties between features in the grown tree).
 
+      proba: ``"predictive"`` (default: the leaf's class frequencies, smoothed) or
+        ``"majority"`` (one-hot leaf labels), as in :class:`PACBayesTreeClassifier`.
+      smoothing: α ≥ 0, the Dirichlet pseudo-count per class of the leaf frequencies
+        (:func:`jaxtree.class_frequencies`; ½ by default, 0: scikit-learn's frequencies).
+
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_``, ``stats_`` (of S1 for the
-    hold-out methods), ``leaf_mask_`` ``[nodes]`` (True at the pruning's leaves), ``n_leaves_``
+    hold-out methods), ``node_proba_`` ``[nodes, L]`` (smoothed class frequencies of
+    ``stats_``), ``leaf_mask_`` ``[nodes]`` (True at the pruning's leaves), ``n_leaves_``
     (number of leaves of the pruning, empty ones included), for ``min_size`` the curve
     ``errors_per_size_`` ``[S+1]`` (S: T0's non-empty leaves rounded up by
     :func:`jaxtree.shapes.padded`; inf at the sizes no pruning has) and the chosen ``size_``
     (non-empty leaves); when tuned, ``best_params_`` (``{"lam": ...}`` or ``{"c": ...}``) and
     ``cv_results_`` (:func:`jaxtree.select.tune`).
 
-    Shapes and dtypes as :class:`PACBayesTreeClassifier`; ``predict_proba`` is one-hot.
+    Shapes and dtypes as :class:`PACBayesTreeClassifier`.
 
     Example:
         Cost-complexity pruning at λ = 1 keeps two leaves:
@@ -458,7 +525,8 @@ class PrunedTreeClassifier(TreeClassifierBase):
 
     def __init__(self, method="c1", partition="kd", max_depth=None, min_split=2, split="cycle",
                  lam=None, c=None, delta=0.05, selection="srm", holdout=1 / 3, num_tests=None,
-                 resample=True, tune="auto", cv=2, random_state=0):
+                 resample=True, tune="auto", cv=2, random_state=0, proba="predictive",
+                 smoothing=DEFAULT_SMOOTHING):
         self.method = method
         self.partition = partition
         self.max_depth = max_depth
@@ -474,6 +542,11 @@ class PrunedTreeClassifier(TreeClassifierBase):
         self.tune = tune
         self.cv = cv
         self.random_state = random_state
+        self.proba = proba
+        self.smoothing = smoothing
+
+    def _check_params(self):
+        _check_proba_options(self.proba, self.smoothing)
 
     def _uses_holdout(self):
         return self.method == "rep" or (self.method == "min_size" and self.selection == "cv")
@@ -586,6 +659,7 @@ class PrunedTreeClassifier(TreeClassifierBase):
             mask = self._min_size(tree, stats, holdout_err, c)
         self.leaf_mask_ = mask
         self.n_leaves_ = int(jnp.sum(mask))
+        self.node_proba_ = _class_frequencies(tree, stats.counts, self.smoothing)
 
     def _min_size(self, tree, stats, holdout_err, c):
         table = prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal,
@@ -601,8 +675,7 @@ class PrunedTreeClassifier(TreeClassifierBase):
         return prune.pruning_of_size(table, size, tree.internal, tree.layout)
 
     def _scores(self, X):
-        log_w = jnp.where(self.leaf_mask_, 0.0, -jnp.inf)
-        return vote(self.tree_, self.stats_.label, log_w, X, len(self.classes_))
+        return _vote_proba(self, jnp.where(self.leaf_mask_, 0.0, -jnp.inf), X)
 
 
 class HSVoteClassifier(TreeClassifierBase):
@@ -718,12 +791,16 @@ class ObliqueTreeClassifier(TreeClassifierBase):
       n_restarts, n_jumps, n_cycles: OC1's random restarts, random jumps, perturbation passes.
       margin_weight: C of MOC1. band: MOC2's band half-width (standardized units).
       fat_steps: iterations of FAT's max-margin solver.
-      vote: ``"leaf"`` (the T0-leaf's majority label) or ``"pacbayes"`` (the PAC-Bayes vote over
+      vote: ``"leaf"`` (the T0-leaf's prediction) or ``"pacbayes"`` (the PAC-Bayes vote over
         every pruning of the oblique T0 with ``lam1``, ``lam2``; docs/theory/pacbayes.md).
+      proba, smoothing: ``"predictive"`` (default: the class frequencies of the T0-leaf, or
+        their posterior average over prunings, smoothed by ``smoothing``) or ``"majority"``
+        (hard labels), as in :class:`PACBayesTreeClassifier`.
       random_state: seed of the split search.
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_`` (a :class:`jaxtree.Tree` with
-    ``coef``), ``stats_``, ``node_log_weights_`` ``[nodes]``, ``margins_`` ``[K]`` (the margin of
+    ``coef``), ``stats_``, ``node_log_weights_`` ``[nodes]``, ``node_proba_`` ``[nodes, L]``
+    (smoothed class frequencies), ``margins_`` ``[K]`` (the margin of
     each internal node, in slot order, standardized units), ``radius_`` and ``n_samples_``.
 
     Shapes and dtypes as :class:`PACBayesTreeClassifier`.
@@ -742,7 +819,8 @@ class ObliqueTreeClassifier(TreeClassifierBase):
 
     def __init__(self, method="oc1", max_depth=4, min_split=2, n_restarts=2, n_jumps=2,
                  n_cycles=2, margin_weight=0.01, band=0.05, fat_steps=2000, vote="leaf",
-                 lam1=1.0, lam2=1.0, random_state=0):
+                 lam1=1.0, lam2=1.0, proba="predictive", smoothing=DEFAULT_SMOOTHING,
+                 random_state=0):
         self.method = method
         self.max_depth = max_depth
         self.min_split = min_split
@@ -755,7 +833,12 @@ class ObliqueTreeClassifier(TreeClassifierBase):
         self.vote = vote
         self.lam1 = lam1
         self.lam2 = lam2
+        self.proba = proba
+        self.smoothing = smoothing
         self.random_state = random_state
+
+    def _check_params(self):
+        _check_proba_options(self.proba, self.smoothing)
 
     def margin_bound(self, delta=0.05):
         """Theorem 0.1's bound on the generalization error (:func:`jaxtree.margin_bound`)."""
@@ -783,7 +866,7 @@ class ObliqueTreeClassifier(TreeClassifierBase):
             self.node_log_weights_ = pacbayes_log_weights(tree, stats, self.lam1, self.lam2)
         else:  # all weight on the T0-leaves: the ordinary tree prediction
             self.node_log_weights_ = jnp.where(tree.internal, -jnp.inf, 0.0)
+        self.node_proba_ = _class_frequencies(tree, stats.counts, self.smoothing)
 
     def _scores(self, X):
-        return vote(self.tree_, self.stats_.label, self.node_log_weights_, X,
-                    len(self.classes_))
+        return _vote_proba(self, self.node_log_weights_, X)

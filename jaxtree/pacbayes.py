@@ -5,7 +5,14 @@ Functional path (all pure and jittable; ``vmap`` over ``lam1``/``lam2`` for a gr
     tree  = jaxtree.kd_tree(X, max_depth=12, y=y)
     stats = jaxtree.node_stats(tree, X, y, num_classes)
     log_w = jaxtree.pacbayes_log_weights(tree, stats, lam1, lam2)
-    proba = jaxtree.vote(tree, stats.label, log_w, X_test, num_classes)  # [n_test, L]
+    node_proba = jaxtree.class_frequencies(tree, stats.counts, 0.5)          # [nodes, L]
+    proba = jaxtree.posterior_predictive(tree, node_proba, log_w, X_test)    # [n_test, L]
+    hard  = jaxtree.vote(tree, stats.label, log_w, X_test, num_classes)      # the paper's vote
+
+The posterior predictive averages the pruning leaves' smoothed class frequencies under the
+posterior over prunings: probabilities that can be ranked, thresholded and averaged. The vote of
+hard node labels (the paper's ``h_Q``) is mostly 0 or 1 once λ is tuned; it is kept for the
+paper's Table 2 (``docs/theory/pacbayes.md``, "Probabilities: the posterior predictive").
 
 The weights come from the local offsets of the potentials (:mod:`jaxtree.engine`), formed here
 from the counts: ``δ(A) = φ(A_L) + φ(A_R) − φ(A)`` is
@@ -33,11 +40,12 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxtree.engine import child_values, log_weights_from_offsets, tree_membership
-from jaxtree.stats import NodeStats
+from jaxtree.stats import NodeStats, class_frequencies
 from jaxtree.tree import Tree, check_node_arrays, route
-from jaxtree.validation import check_num_classes, check_points
+from jaxtree.validation import check_finite, check_num_classes, check_points, check_real
 
 Array = jax.Array
 
@@ -308,10 +316,12 @@ def _root_gain(left, right, parent):
 
 
 def vote(tree: Tree, label: Array, log_weights: Array, X: Array, num_classes: int) -> Array:
-    """Class scores of the weighted-majority vote (docs/theory/pacbayes.md, "Prediction").
+    """Class scores of the paper's weighted-majority vote of hard node labels (Nguyen & Kpotufe
+    2018, Sec. 3; the scores of its Table 2).
 
-    ``s_l(x) = Σ_{A ∈ path(x)} w(A)·1[l(A) = l]``: the scores sum to 1 and serve as
-    ``predict_proba``; their argmax is ``h_Q(x)``.
+    ``s_l(x) = Σ_{A ∈ path(x)} w(A)·1[l(A) = l]``: the scores sum to 1 and their argmax is
+    ``h_Q(x)``. Once λ is tuned the weight sits on few nodes and the scores are mostly 0 or 1;
+    :func:`posterior_predictive` gives probabilities (``docs/theory/pacbayes.md``).
 
     Args:
       tree: the tree.
@@ -387,6 +397,67 @@ def scores_from_paths(path: Array, on_path: Array, label: Array, log_weights: Ar
         [[0.2   0.8  ]
          [0.662 0.338]]
     """
+    return predictive_from_paths(path, on_path, jax.nn.one_hot(label, num_classes,
+                                                               dtype=log_weights.dtype),
+                                 log_weights)
+
+
+def posterior_predictive(tree: Tree, node_proba: Array, log_weights: Array, X: Array) -> Array:
+    """Class probabilities of the posterior over prunings: the posterior predictive
+    ``p(l | x) = Σ_{A ∈ path(x)} w(A)·p̂(l | A)``.
+
+    Each pruning predicts at ``x`` the class distribution ``p̂(· | A)`` of its leaf A that
+    contains ``x``; averaged under the posterior Q over prunings, the leaf A gets its weight
+    ``w(A)`` (``docs/theory/pacbayes.md``). With ``node_proba`` the one-hot rows of the node
+    labels this is :func:`vote`. Rows sum to 1; their entries lie strictly inside (0, 1) when
+    ``node_proba``'s do (:func:`jaxtree.class_frequencies` with smoothing > 0).
+
+    Args:
+      tree: the tree.
+      node_proba: ``[nodes, L]`` class distributions of the nodes
+        (:func:`jaxtree.class_frequencies`).
+      log_weights: ``[nodes]`` from :func:`jaxtree.subtree_log_weights` (or a pruning's:
+        0 at its leaves, −inf elsewhere).
+      X: ``[n, D]`` points.
+
+    Returns:
+      ``[n, L]`` float probabilities.
+    """
+    check_points(X, tree.num_features)  # values too, before tracing
+    shape = np.shape(node_proba)
+    if len(shape) != 2 or shape[0] != tree.num_nodes:
+        raise ValueError(f"node_proba must be [nodes, L] = [{tree.num_nodes}, L] for this tree; "
+                         f"got shape {shape}")
+    check_real(node_proba, "node_proba")
+    check_finite(node_proba, "node_proba")
+    return _posterior_predictive(tree, node_proba, log_weights, X)
+
+
+@jax.jit
+def _posterior_predictive(tree, node_proba, log_weights, X):
+    check_node_arrays(tree, log_weights=log_weights)
+    path, on_path = route(tree, X)
+    return predictive_from_paths(path, on_path, node_proba, log_weights)
+
+
+def predictive_from_paths(path: Array, on_path: Array, node_proba: Array,
+                          log_weights: Array) -> Array:
+    """:func:`posterior_predictive` ``[n, L]`` of routed points (``path``, ``on_path``
+    ``[n, levels]`` from :func:`jaxtree.route`)."""
     weight = jnp.where(on_path, jnp.exp(log_weights[path]), 0.0)
-    votes = jax.nn.one_hot(label[path], num_classes, dtype=weight.dtype)
-    return jnp.einsum("nk,nkl->nl", weight, votes)
+    return jnp.einsum("nk,nkl->nl", weight, node_proba[path].astype(weight.dtype))
+
+
+def node_votes(tree: Tree, stats: NodeStats, weight: Array, smoothing=None):
+    """Node votes (the form of :func:`jaxtree.select.point_scores`) of per-node weights.
+
+    ``smoothing`` None: the hard-label vote, the pair ``(weight [nodes], l(A) [nodes])``;
+    a number α ≥ 0: the posterior predictive, ``[nodes, L]`` rows ``weight(A)·p̂(· | A)`` with
+    ``p̂`` the class frequencies smoothed by α (:func:`jaxtree.class_frequencies`). ``weight``:
+    ``[nodes]`` node weights ``w(A)``, or a pruning's leaf mask (bool is cast).
+    """
+    weight = weight.astype(stats.counts.dtype)
+    if smoothing is None:
+        return weight, stats.label
+    return weight[:, None] * class_frequencies(tree, stats.counts, smoothing)
+

@@ -43,6 +43,7 @@ import numpy as np
 from jaxtree import shapes
 from jaxtree.engine import best_pruning, tree_membership
 from jaxtree.layout import resolve_layout
+from jaxtree.pacbayes import node_votes
 from jaxtree.stats import NodeStats
 from jaxtree.tree import Tree
 
@@ -362,29 +363,35 @@ def pruning_votes(leaf_mask: Array, stats: NodeStats) -> tuple[Array, Array]:
 
 
 def c1_votes(tree: Tree, stats: NodeStats, params: dict):
-    """Votes of the C1 pruning with ``params = {"lam": λ}`` (:func:`pruning_votes`)."""
+    """Votes of the C1 pruning with ``params = {"lam": λ}`` (:func:`pruning_votes`); with
+    ``params["smoothing"] = α`` too, its leaves' class frequencies smoothed by α, ``[nodes, L]``
+    (:func:`jaxtree.pacbayes.node_votes`; likewise every ``*_votes`` here)."""
     cost = c1_leaf_cost(stats, params["lam"])
-    return pruning_votes(best_pruning(cost, tree.internal, layout=tree.layout), stats)
+    return node_votes(tree, stats, best_pruning(cost, tree.internal, layout=tree.layout),
+                      params.get("smoothing"))
 
 
 def sn_votes(tree: Tree, stats: NodeStats, params: dict):
     """Votes of the SN pruning with ``params = {"lam": λ}``."""
     cost = sn_leaf_cost(stats, tree.node_depth, params["lam"])
-    return pruning_votes(best_pruning(cost, tree.internal, layout=tree.layout), stats)
+    return node_votes(tree, stats, best_pruning(cost, tree.internal, layout=tree.layout),
+                      params.get("smoothing"))
 
 
 def km_votes(tree: Tree, stats: NodeStats, params: dict):
     """Votes of the Kearns–Mansour pruning with ``params = {"c": c}``; optional entries
     ``"delta"`` (default 0.05) and ``"log_num_tests"`` (default ``log|H|`` of T0)."""
-    return pruning_votes(km_pruning(tree, stats, params["c"], params.get("delta", 0.05),
-                                    params.get("log_num_tests")), stats)
+    mask = km_pruning(tree, stats, params["c"], params.get("delta", 0.05),
+                      params.get("log_num_tests"))
+    return node_votes(tree, stats, mask, params.get("smoothing"))
 
 
 def optimistic_votes(tree: Tree, stats: NodeStats, params: dict):
     """Votes of optimistic pruning with ``params = {"c": c}``; optional entries ``"delta"``
     (default 0.05) and ``"resample"`` (default True)."""
-    return pruning_votes(optimistic_pruning(tree, stats, params["c"], params.get("delta", 0.05),
-                                            params.get("resample", True)), stats)
+    mask = optimistic_pruning(tree, stats, params["c"], params.get("delta", 0.05),
+                              params.get("resample", True))
+    return node_votes(tree, stats, mask, params.get("smoothing"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -709,7 +716,8 @@ def min_size_srm_votes(tree: Tree, stats: NodeStats, params: dict, max_size: int
     log_h = params.get("log_num_tests")
     size = srm_select(table.errors, stats.num_samples, params["c"], params.get("delta", 0.05),
                       log_num_tests_of(tree) if log_h is None else log_h)
-    return pruning_votes(pruning_of_size(table, size, tree.internal, tree.layout), stats)
+    return node_votes(tree, stats, pruning_of_size(table, size, tree.internal, tree.layout),
+                      params.get("smoothing"))
 
 
 @functools.lru_cache(maxsize=None)

@@ -6,7 +6,17 @@ Everything here works for any method expressed as a *votes function*
 path are the point's class scores, either a ``[nodes, L]`` array (HS-vote: ``w(A)·p_A``) or a pair
 ``(weight [nodes], label [nodes])`` meaning ``weight(A)·onehot(label(A))`` (PAC-Bayes:
 ``(w_Q(A), l(A))``; a pruning: ``(1[A is a pruning leaf], l(A))``). ``params`` is a dict of scalars.
-A votes function must be a module-level function (jit caches on it).
+A votes function must be a module-level function (jit caches on it). The PAC-Bayes and pruning
+votes functions give the posterior predictive ``w(A)·p̂(· | A)`` (``[nodes, L]``) instead of
+hard labels when ``params`` holds ``"smoothing"`` (the Dirichlet pseudo-count of
+:func:`jaxtree.class_frequencies`; :func:`jaxtree.pacbayes.node_votes`).
+
+**Scoring.** A setting is selected by its validation loss summed over the folds' points:
+``scoring="accuracy"`` (the default) counts errors of the scores' argmax, ``"neg_log_loss"``
+sums ``−log p_y`` and ``"neg_brier_score"`` sums ``Σ_l (p_l − 1[y = l])²`` (halved for two
+classes), ``p`` the scores normalised to sum to 1 (scikit-learn's scorer names and
+definitions; ``cv_results_`` reports ``mean_test_score`` as scikit-learn does: accuracy, or
+the negated mean loss). Log-loss and Brier score judge the probabilities, not only their argmax.
 
 How the work is shared (T0 is built once on all the training data, docs/theory/protocol.md):
 
@@ -39,7 +49,7 @@ import optax
 
 from jaxtree import shapes
 from jaxtree.layout import CompleteLayout, pad_complete
-from jaxtree.pacbayes import pacbayes_authors_log_weights, pacbayes_log_weights
+from jaxtree.pacbayes import node_votes, pacbayes_authors_log_weights, pacbayes_log_weights
 from jaxtree.stats import NodeStats, stats_from_paths
 from jaxtree.tree import Tree, route
 
@@ -53,6 +63,8 @@ LINEAR_GRID_SIZE = 10
 PACBAYES_DIRECTIONS = (("lam1", -1), ("lam2", +1))
 #: The same with the prior's leaf cost as a third parameter (a larger cost: fewer leaves).
 PACBAYES3_DIRECTIONS = PACBAYES_DIRECTIONS + (("leaf_cost", +1),)
+#: Selection criteria, by scikit-learn's scorer names (module docstring).
+SCORINGS = ("accuracy", "neg_log_loss", "neg_brier_score")
 # Bytes of intermediates one (setting, fold) may use, per node and class, and the budget that
 # sets how many settings are evaluated at once.
 _BYTES_PER_ENTRY = 24
@@ -61,21 +73,23 @@ _GRID_MEMORY_BUDGET = 2 ** 29
 
 # ---------------------------------------------------------------------------------------------
 # Votes functions
-def pacbayes_votes(tree: Tree, stats: NodeStats, params: dict) -> tuple[Array, Array]:
-    """Votes of the PAC-Bayes tree (Nguyen & Kpotufe 2018): ``(w_Q(A), l(A))``, each
-    ``[nodes]``, i.e. ``w_Q(A)·onehot(l(A))``; ``params = {"lam1": λ1, "lam2": λ2}`` and
-    optionally ``"leaf_cost"`` (the prior's cost of a leaf, 1 by default) (practical
-    potentials)."""
+def pacbayes_votes(tree: Tree, stats: NodeStats, params: dict):
+    """Votes of the PAC-Bayes tree (Nguyen & Kpotufe 2018), practical potentials:
+    ``params = {"lam1": λ1, "lam2": λ2}`` and optionally ``"leaf_cost"`` (the prior's cost of a
+    leaf, 1 by default). The paper's ``(w_Q(A), l(A))``, each ``[nodes]``, i.e.
+    ``w_Q(A)·onehot(l(A))``; with ``params["smoothing"] = α`` too, the posterior predictive
+    ``w_Q(A)·p̂_α(· | A)`` ``[nodes, L]`` (:func:`jaxtree.pacbayes.node_votes`)."""
     log_w = pacbayes_log_weights(tree, stats, params["lam1"], params["lam2"],
                                  params.get("leaf_cost", 1.0))
-    return jnp.exp(log_w), stats.label
+    return node_votes(tree, stats, jnp.exp(log_w), params.get("smoothing"))
 
 
-def pacbayes_authors_votes(tree: Tree, stats: NodeStats, params: dict) -> tuple[Array, Array]:
+def pacbayes_authors_votes(tree: Tree, stats: NodeStats, params: dict):
     """Votes of the PAC-Bayes tree with the authors' potentials
-    (:func:`jaxtree.pacbayes_authors_potentials`): ``params = {"lam1": λ_err, "lam2": λ_pen}``."""
+    (:func:`jaxtree.pacbayes_authors_potentials`): ``params = {"lam1": λ_err, "lam2": λ_pen}``
+    (and ``"smoothing"`` as in :func:`pacbayes_votes`)."""
     log_w = pacbayes_authors_log_weights(tree, stats, params["lam1"], params["lam2"])
-    return jnp.exp(log_w), stats.label
+    return node_votes(tree, stats, jnp.exp(log_w), params.get("smoothing"))
 
 
 def point_scores(votes, path: Array, on_path: Array, num_classes: int) -> Array:
@@ -289,21 +303,49 @@ def _prepare_fold_trees(trees, X, y, masks, num_classes, valid_size):
 
 # ---------------------------------------------------------------------------------------------
 # Grid search
-def fold_errors(tree: Tree, folds: Folds, votes_fn: Callable, params: dict) -> Array:
-    """``[k]`` validation error counts (weighted) of one setting ``params`` (a dict of scalars)."""
+def check_scoring(scoring) -> None:
+    """Raise a ValueError unless ``scoring`` is one of :data:`SCORINGS`."""
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {SCORINGS}; got {scoring!r}")
+
+
+def point_losses(scores: Array, label: Array, scoring: str = "accuracy") -> Array:
+    """``[m]`` loss of each point under ``scoring`` (module docstring): 0-1 error of the argmax,
+    ``−log p_y`` or the Brier score of ``p``, the scores ``[m, L]`` normalised to sum to 1.
+    Probabilities are clipped to ``[eps, 1]`` (``eps`` of the dtype) in the log-loss, as
+    scikit-learn does, so a hard vote's 0 costs ``−log eps``, not infinity."""
+    if scoring == "accuracy":
+        return (jnp.argmax(scores, axis=1) != label).astype(scores.dtype)
+    proba = scores / jnp.maximum(scores.sum(axis=1, keepdims=True), jnp.finfo(scores.dtype).tiny)
+    if scoring == "neg_log_loss":
+        right = jnp.take_along_axis(proba, label[:, None], axis=1)[:, 0]
+        return -jnp.log(jnp.clip(right, jnp.finfo(scores.dtype).eps, 1.0))
+    if scoring == "neg_brier_score":
+        onehot = jax.nn.one_hot(label, scores.shape[1], dtype=scores.dtype)
+        scale = 0.5 if scores.shape[1] == 2 else 1.0
+        return scale * jnp.sum((proba - onehot) ** 2, axis=1)
+    raise ValueError(f"scoring must be one of {SCORINGS}; got {scoring!r}")
+
+
+def fold_errors(tree: Tree, folds: Folds, votes_fn: Callable, params: dict,
+                scoring: str = "accuracy") -> Array:
+    """``[k]`` validation losses of one setting ``params`` (a dict of scalars), summed (weighted)
+    over each fold's validation points: error counts for ``scoring="accuracy"``, else the
+    summed log-losses or Brier scores (:func:`point_losses`)."""
 
     def one_fold(tree, train, path, on_path, label, weight):
         scores = point_scores(votes_fn(tree, train, params), path, on_path,
                               train.num_classes)
-        return jnp.sum(weight * (jnp.argmax(scores, axis=1) != label))
+        return jnp.sum(weight * point_losses(scores, label, scoring))
 
     return over_folds(one_fold, tree, folds)
 
 
-@functools.partial(jax.jit, static_argnames=("votes_fn", "batch_size"))
+@functools.partial(jax.jit, static_argnames=("votes_fn", "batch_size", "scoring"))
 def grid_errors(tree: Tree, folds: Folds, votes_fn: Callable, grid: dict,
-                batch_size: Optional[int] = None) -> Array:
-    """``[G, k]`` validation error counts of every setting of ``grid`` (dict of ``[G]`` arrays).
+                batch_size: Optional[int] = None, scoring: str = "accuracy") -> Array:
+    """``[G, k]`` validation error counts (summed losses for another ``scoring``,
+    :func:`fold_errors`) of every setting of ``grid`` (dict of ``[G]`` arrays).
 
     One batched computation: a ``vmap`` over settings (in equal chunks of at most
     ``batch_size``; None picks a size that keeps intermediates under ~0.5 GiB) of a ``vmap``
@@ -345,7 +387,7 @@ def grid_errors(tree: Tree, folds: Folds, votes_fn: Callable, grid: dict,
     batch_size = -(-size // chunks)
     extra = chunks * batch_size - size
     settings = jax.tree.map(lambda v: jnp.concatenate([v, jnp.repeat(v[-1:], extra)]), grid)
-    errors = jax.lax.map(lambda p: fold_errors(tree, folds, votes_fn, p), settings,
+    errors = jax.lax.map(lambda p: fold_errors(tree, folds, votes_fn, p, scoring), settings,
                          batch_size=batch_size)
     return errors[:size]
 
@@ -374,10 +416,12 @@ class GridSearchResult:
     """Outcome of :func:`paper_search`.
 
     grids:       per stage, ``{name: [G]}`` settings (stage 0: log grid, stage 1: linear grid).
-    errors:      per stage, ``[G, k]`` validation error counts.
+    errors:      per stage, ``[G, k]`` validation error counts (for ``scoring="accuracy"``;
+                 else the summed log-losses or Brier scores, :func:`fold_errors`).
     num_valid:   ``[k]`` validation points per fold.
     best_params: ``{name: scalar}`` the selected setting (from the last stage).
-    best_error:  scalar, its validation error rate (all folds together).
+    best_error:  scalar, its validation error rate (the mean validation loss for another
+                 scoring; all folds together).
     """
 
     grids: tuple
@@ -391,13 +435,16 @@ def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAY
                  fixed: Optional[dict] = None, base_grid=LOG_GRID,
                  linear_size: int = LINEAR_GRID_SIZE, batch_size: Optional[int] = None,
                  progress: Optional[Callable] = None,
-                 errors_fn: Optional[Callable] = None) -> GridSearchResult:
+                 errors_fn: Optional[Callable] = None,
+                 scoring: str = "accuracy") -> GridSearchResult:
     """The paper's protocol (docs/theory/protocol.md) on prepared folds.
 
     Stage 0: the product of ``base_grid`` (default 2^linspace(-8, 6, 10)) over every parameter.
     Stage 1: per parameter, ``linear_size`` values from half to twice its stage-0 best; their
-    product grid. The selected setting is stage 1's best. Ties go to the simpler model (module
-    docstring). Pure jnp: ``jit``/``vmap`` over problems work (pass ``progress=None`` then).
+    product grid. The selected setting is stage 1's best, the least summed validation loss of
+    ``scoring`` (module docstring; the paper's is ``"accuracy"``). Ties go to the simpler model
+    (module docstring). Pure jnp: ``jit``/``vmap`` over problems work (pass ``progress=None``
+    then).
 
     Args:
       tree, folds: T0 and :func:`prepare_folds` output.
@@ -407,6 +454,7 @@ def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAY
       progress: optional callback ``progress(number_of_settings_done)`` after each stage.
       errors_fn: replaces :func:`grid_errors` (same arguments and result); the distributed fit
         splits the settings over processes with it.
+      scoring: the selection criterion, one of :data:`SCORINGS`.
 
     Returns:
       :class:`GridSearchResult`: both stages' grids and ``[G, k]`` errors, ``best_params``
@@ -429,13 +477,14 @@ def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAY
         >>> sorted(result.best_params)
         ['lam1', 'lam2']
     """
+    check_scoring(scoring)
     errors_fn = grid_errors if errors_fn is None else errors_fn
     grid0 = _first_grid(jnp.asarray(base_grid), tuple(directions), fixed or {})
-    errors0 = errors_fn(tree, folds, votes_fn, grid0, batch_size)
+    errors0 = errors_fn(tree, folds, votes_fn, grid0, batch_size, scoring=scoring)
     if progress is not None:
         progress(errors0.shape[0])
     grid1 = _second_grid(grid0, errors0, tuple(directions), linear_size, fixed or {})
-    errors1 = errors_fn(tree, folds, votes_fn, grid1, batch_size)
+    errors1 = errors_fn(tree, folds, votes_fn, grid1, batch_size, scoring=scoring)
     if progress is not None:
         progress(errors1.shape[0])
     return _search_result(grid0, errors0, grid1, errors1, folds.weight, tuple(directions))
@@ -533,7 +582,8 @@ def smoothed_loss(tree: Tree, folds: Folds, votes_fn: Callable, log_params: dict
     float32 vote resolves, so that small weights keep their gradient).
 
     Returns:
-      ``(loss, errors)``: scalar loss and ``[k]`` exact validation error counts.
+      ``(loss, losses)``: scalar loss and ``[k]`` exact validation losses summed per fold (error
+      counts for ``"accuracy"``, :func:`fold_errors`).
     """
     if loss not in ("log", "zero_one"):
         raise ValueError(f"loss must be 'log' or 'zero_one'; got {loss!r}")
@@ -698,7 +748,8 @@ def _adam_step(tree, folds, votes_fn, theta, opt_state, learning_rate, tau, eps,
 def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, method="grid",
          folds: int = 2, seed: int = 0, fixed: Optional[dict] = None,
          init: Optional[dict] = None, errors_fn: Optional[Callable] = None,
-         base_grid=LOG_GRID, **gradient_options) -> tuple[dict, dict]:
+         base_grid=LOG_GRID, scoring: str = "accuracy",
+         **gradient_options) -> tuple[dict, dict]:
     """Select the parameters of a method on T0 by k-fold CV; shows a tqdm progress bar on a TTY.
 
     Args:
@@ -716,12 +767,15 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
       errors_fn: the grid's error function for ``"grid"`` (:func:`paper_search`).
       base_grid: the first-stage values of every tuned parameter for ``"grid"`` (default the
         paper's 2^linspace(-8, 6, 10)).
+      scoring: the selection criterion, one of :data:`SCORINGS` (module docstring); ``"grid"`` only:
+        gradient tuning descends the vote's log-loss and keeps the least 0-1 error.
       gradient_options: passed to :func:`gradient_tune`.
 
     Returns:
       ``(best_params, cv_results)``: ``{name: float}`` and a scikit-learn-style dict of arrays,
       one entry per evaluated setting: ``params`` (list of dicts), ``param_<name>``,
-      ``mean_test_score`` (validation accuracy over all folds' points), and for ``"grid"``
+      ``mean_test_score`` (over all folds' points: validation accuracy, or the negated mean
+      log-loss / Brier score, as scikit-learn reports them), and for ``"grid"``
       ``stage``, ``split<f>_test_score``, ``std_test_score``, ``rank_test_score``; for
       ``"gradient"`` the path: ``step``, ``temperature``, ``smoothed_loss``.
 
@@ -741,6 +795,10 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
     """
     import tqdm  # a progress bar only where a user waits
 
+    check_scoring(scoring)
+    if method == "gradient" and scoring != "accuracy":
+        raise ValueError(f"scoring={scoring!r} selects on the grid (method='grid'); gradient "
+                         f"tuning already descends the vote's log-loss")
     names = [name for name, _ in directions]
     data = folds if isinstance(folds, Folds) else prepare_folds(
         tree, X, y, num_classes, fold_masks(len(y), folds, seed))
@@ -750,9 +808,9 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
                        disable=None) as bar:
             result = paper_search(tree, data, votes_fn, tuple(directions), fixed,
                                   base_grid=base_grid, progress=bar.update,
-                                  errors_fn=errors_fn)
+                                  errors_fn=errors_fn, scoring=scoring)
         return ({name: float(v) for name, v in result.best_params.items()},
-                _grid_results(result, names))
+                _grid_results(result, names, scoring))
     if method == "gradient":
         # every tuned parameter given: start there; else the best few of a coarse grid
         start = ({name: init[name] for name in names}
@@ -763,16 +821,21 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
             result = gradient_tune(tree, data, votes_fn, start, fixed=fixed,
                                    directions=tuple(directions), progress=bar.update,
                                    **gradient_options)
-        return result.best_params, _gradient_results(result, names)
+        return result.best_params, _gradient_results(result, names, scoring)
     raise ValueError(f"method must be 'grid' or 'gradient'; got {method!r}")
 
 
-def _grid_results(result: GridSearchResult, names) -> dict:
+def _score(mean_loss, scoring):
+    """scikit-learn's score of a mean validation loss: accuracy, or the negated loss."""
+    return 1 - mean_loss if scoring == "accuracy" else -mean_loss
+
+
+def _grid_results(result: GridSearchResult, names, scoring) -> dict:
     grid = {name: np.concatenate([np.asarray(g[name]) for g in result.grids]) for name in names}
     errors = np.concatenate([np.asarray(e) for e in result.errors])          # [G, k]
     num_valid = np.asarray(result.num_valid)
-    split = 1 - errors / num_valid
-    mean = 1 - errors.sum(axis=1) / num_valid.sum()
+    split = _score(errors / num_valid, scoring)
+    mean = _score(errors.sum(axis=1) / num_valid.sum(), scoring)
     out = {"params": [{name: float(grid[name][i]) for name in names} for i in range(len(mean))],
            **{f"param_{name}": grid[name] for name in names},
            "stage": np.concatenate([np.full(len(e), i) for i, e in enumerate(result.errors)]),
@@ -783,7 +846,7 @@ def _grid_results(result: GridSearchResult, names) -> dict:
     return out
 
 
-def _gradient_results(result: GradientResult, names) -> dict:
+def _gradient_results(result: GradientResult, names, scoring) -> dict:
     path = result.path
     return {"params": [r["params"] for r in path],
             **{f"param_{name}": np.array([r["params"][name] for r in path]) for name in names},
@@ -791,7 +854,7 @@ def _gradient_results(result: GradientResult, names) -> dict:
             "start": np.array([r["start"] for r in path]),
             "temperature": np.array([r["temperature"] for r in path]),
             "smoothed_loss": np.array([r["loss"] for r in path]),
-            "mean_test_score": 1 - np.array([r["error"] for r in path])}
+            "mean_test_score": _score(np.array([r["error"] for r in path]), scoring)}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -176,6 +176,7 @@ def tree_and_stats():
 def point_functions(tree, stats):
     log_w = jaxtree.pacbayes_log_weights(tree, stats, 1.0, 1.0)
     estimates = hsvote.hs_node_estimates(stats)
+    node_proba = jaxtree.class_frequencies(tree, stats.counts)
     X, y = small_data()
     return {
         "route": lambda points: jaxtree.route(tree, points),
@@ -183,10 +184,12 @@ def point_functions(tree, stats):
         "node_stats": lambda points: jaxtree.node_stats(tree, points, y, 2),
         "vote": lambda points: jaxtree.vote(tree, stats.label, log_w, points, 2),
         "hs_vote": lambda points: jaxtree.hs_vote(tree, estimates, log_w, points),
+        "posterior_predictive": lambda points: jaxtree.posterior_predictive(
+            tree, node_proba, log_w, points),
     }
 
 
-POINT_FUNCTIONS = ["route", "leaf_of", "node_stats", "vote", "hs_vote"]
+POINT_FUNCTIONS = ["route", "leaf_of", "node_stats", "vote", "hs_vote", "posterior_predictive"]
 
 
 @pytest.mark.parametrize("case", list(BAD_POINTS))

@@ -10,8 +10,9 @@ from sklearn.preprocessing import StandardScaler
 
 import jax.numpy as jnp
 
-from jaxtree import (NotFittedError, PACBayesTreeClassifier, kd_tree, node_stats,
-                     pacbayes_potentials, pacbayes_theory_potentials, subtree_log_weights, vote)
+from jaxtree import (NotFittedError, PACBayesTreeClassifier, class_frequencies, kd_tree,
+                     node_stats, pacbayes_potentials, pacbayes_theory_potentials,
+                     posterior_predictive, subtree_log_weights, vote)
 
 
 def model(**params):
@@ -62,18 +63,22 @@ def test_a_single_class_is_predicted_everywhere():
     np.testing.assert_allclose(est.predict_proba(X[:5]), np.ones((5, 1)), rtol=1e-6)
 
 
-@pytest.mark.parametrize("potentials", ["practical", "theory"])
-def test_estimator_equals_the_functional_path(potentials):
-    """The shell adds no math: build → stats → potentials → weights → vote gives its scores."""
+@pytest.mark.parametrize("potentials, proba", [("practical", "predictive"),
+                                               ("theory", "majority")])
+def test_estimator_equals_the_functional_path(potentials, proba):
+    """The shell adds no math: build → stats → potentials → weights → vote (or posterior
+    predictive) gives its scores."""
     X, y = data(7)
-    est = model(lam1=2.0, lam2=0.5, min_split=3, potentials=potentials).fit(X, y)
+    est = model(lam1=2.0, lam2=0.5, min_split=3, potentials=potentials, proba=proba,
+                smoothing=0.7).fit(X, y)
     tree = kd_tree(X, max_depth=3, min_split=3, y=y, layout="complete")
     stats = node_stats(tree, X, jnp.asarray(y), 3)
     phi = (pacbayes_potentials(stats, 2.0, 0.5) if potentials == "practical"
            else pacbayes_theory_potentials(tree, stats, 2.0, 0.05))
     log_w = subtree_log_weights(phi, tree.internal, layout=tree.layout)
-    np.testing.assert_allclose(est.predict_proba(X), np.asarray(vote(tree, stats.label, log_w,
-                                                                     X, 3)), atol=1e-6)
+    expected = (posterior_predictive(tree, class_frequencies(tree, stats.counts, 0.7), log_w, X)
+                if proba == "predictive" else vote(tree, stats.label, log_w, X, 3))
+    np.testing.assert_allclose(est.predict_proba(X), np.asarray(expected), atol=1e-6)
 
 
 def test_set_params_rejects_unknown_names():
@@ -105,10 +110,12 @@ def test_arbitrary_label_values(precision, labels):
 def test_one_leaf_tree_predicts_the_majority_class(precision):
     X, _ = data(2, n=7)
     y = np.array(["b", "a", "b", "c", "b", "a", "c"])
-    est = model(max_depth=0).fit(X, y)
+    est = model(max_depth=0, smoothing=0.5).fit(X, y)
     assert est.tree_.num_nodes == 1
     np.testing.assert_array_equal(est.predict(X[:3]), ["b", "b", "b"])
-    np.testing.assert_allclose(est.predict_proba(X[:2]), [[0, 1, 0]] * 2, atol=1e-6)
+    # the root's class frequencies (2, 3, 2 of 7) smoothed by ½ per class
+    np.testing.assert_allclose(est.predict_proba(X[:2]), [[2.5 / 8.5, 3.5 / 8.5, 2.5 / 8.5]] * 2,
+                               rtol=1e-6)
     # ties between classes go to the smallest label
     tied = model(max_depth=0).fit(X[:4], np.array([3, 1, 3, 1]))
     np.testing.assert_array_equal(tied.predict(X), [1] * len(X))

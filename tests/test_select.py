@@ -279,7 +279,9 @@ def test_estimator_tuning_options():
     auto = jaxtree.PACBayesTreeClassifier(**kd).fit(X, labels)
     tree = jaxtree.kd_tree(X, max_depth=DEPTH, y=y, split="spread")
     folds = select.prepare_folds(tree, X, jnp.asarray(y), L, select.fold_masks(len(y), 2, 0))
-    best = select.paper_search(tree, folds, select.pacbayes_votes).best_params
+    # the estimator selects λ on the probabilities predict_proba gives (the posterior predictive)
+    best = select.paper_search(tree, folds, select.pacbayes_votes,
+                               fixed={"smoothing": auto.smoothing}).best_params
     assert auto.best_params_ == pytest.approx({k: float(v) for k, v in best.items()})
     results = auto.cv_results_
     assert len(results["params"]) == 200 and results["rank_test_score"].min() == 1
