@@ -60,13 +60,18 @@ def run_one(name: str, X, y, partition: str, tuning: str, seed: int) -> dict:
             "seconds": seconds}
 
 
-def markdown(records: list[dict], meta: dict) -> str:
-    lines = [
-        "# The PAC-Bayes certificate of certified PAC-Bayes trees", "",
-        f"Command: `{meta['command']}`  ",
-        f"Date: {meta['date_utc']}; runtime {meta['runtime_seconds'] / 60:.1f} min on "
-        f"{meta['device']} (a 2-core machine shared with other jobs), JAX {meta['jax']}, "
-        f"commit {meta['git_commit']}", "",
+def markdown(records: list[dict], metas: list[dict]) -> str:
+    """The table; ``metas``: one per run that produced records (several when runs of different
+    datasets were made in parallel and combined with ``--combine``)."""
+    meta = metas[0]
+    lines = ["# The PAC-Bayes certificate of certified PAC-Bayes trees", ""]
+    for m in metas:
+        lines += [f"Command: `{m['command']}`  ",
+                  f"Date: {m['date_utc']}; runtime {m['runtime_seconds'] / 60:.1f} min on "
+                  f"{m['device']} (a 2-core machine shared with other jobs), JAX {m['jax']}, "
+                  f"commit {m['git_commit']}  "]
+    lines += [
+        "",
         "One random split per dataset (seed " + str(meta["seed"]) + "): 2000 test points, the "
         "paper's training size (crowd: 8545). `certify=True`: half of the training set (S0) "
         "builds T0 (coordinates cycled, the estimator's default depth for S0), its labels and "
@@ -112,9 +117,24 @@ def main(argv=None):
     parser.add_argument("--tuning", nargs="+", default=list(TUNING), choices=list(TUNING))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="certificate", help="file stem in experiments/results")
+    parser.add_argument("--combine", nargs="+", metavar="STEM",
+                        help="run nothing: write --out from the records of earlier runs "
+                             "(experiments/results/STEM.json), e.g. runs of different datasets "
+                             "made in parallel")
     args = parser.parse_args(argv)
     command = "python -m experiments.certificate " + " ".join(
         sys.argv[1:] if argv is None else argv)
+    if args.combine:
+        parts = [json.loads(RESULTS.joinpath(f"{stem}.json").read_text())
+                 for stem in args.combine]
+        records = [r for part in parts for r in part["records"]]
+        metas = [part["meta"] for part in parts]
+        text = markdown(records, metas) + f"\nCombined by `{command.strip()}`.\n"
+        RESULTS.joinpath(f"{args.out}.md").write_text(text)
+        RESULTS.joinpath(f"{args.out}.json").write_text(json.dumps(
+            {"meta": metas, "records": records}, indent=1))
+        print(text)
+        return
     commit = git_state()
     start = time.perf_counter()
     records = []
@@ -129,7 +149,7 @@ def main(argv=None):
                         .strftime("%Y-%m-%d %H:%M UTC"),
                         "runtime_seconds": time.perf_counter() - start,
                         "device": str(jax.devices()[0]), "jax": jax.__version__}
-                RESULTS.joinpath(f"{args.out}.md").write_text(markdown(records, meta))
+                RESULTS.joinpath(f"{args.out}.md").write_text(markdown(records, [meta]))
                 RESULTS.joinpath(f"{args.out}.json").write_text(json.dumps(
                     {"meta": meta, "records": records}, indent=1))
     print(RESULTS.joinpath(f"{args.out}.md").read_text())
