@@ -73,14 +73,15 @@ class Certificate:
     """The PAC-Bayes certificate of a posterior Q (every field a scalar; a pytree, so ``vmap``
     stacks them).
 
-    gibbs_risk:          ``R̂(Q)``, the empirical Gibbs risk on the sample S of the bound.
-    kl:                  ``KL(Q‖P)`` in nats.
-    bound:               Proposition 1's bound on the Gibbs risk ``R(Q)`` at the minimising λ
-                         (may exceed 1: then it says nothing).
-    majority_vote_bound: ``2·bound``, a bound on the majority vote's risk ``R(h_Q)``.
-    lam:                 the minimising ``λ ∈ (0, 2)``.
-    n:                   the size of S.
-    delta:               the confidence parameter δ (the bound holds with probability ≥ 1 − δ).
+    Attributes:
+        gibbs_risk: ``R̂(Q)``, the empirical Gibbs risk on the sample S of the bound.
+        kl: ``KL(Q‖P)`` in nats.
+        bound: Proposition 1's bound on the Gibbs risk ``R(Q)`` at the minimising λ (may
+            exceed 1: then it says nothing).
+        majority_vote_bound: ``2·bound``, a bound on the majority vote's risk ``R(h_Q)``.
+        lam: the minimising ``λ ∈ (0, 2)``.
+        n: the size of S.
+        delta: the confidence parameter δ (the bound holds with probability ≥ 1 − δ).
     """
 
     gibbs_risk: Array
@@ -118,7 +119,7 @@ def prunings_kl(q: PruningProcess, p: PruningProcess) -> Array:
 
     ``Σ_A r_Q(A)·[ρ_Q log(ρ_Q/ρ_P) + (1 − ρ_Q) log((1 − ρ_Q)/(1 − ρ_P))](A)`` over the nodes Q
     reaches (a leaf of T0 stops under both: its term is 0). Each term is a probability times a
-    difference of two log-probabilities of size ≤ |log ρ|, so nothing of the size of ``log Q(T)``
+    difference of two log-probabilities of one node, so nothing of the size of ``log Q(T)``
     cancels. ``+inf`` where Q splits (or stops) a node that P never does. Gradients are finite
     wherever the KL is.
     """
@@ -249,10 +250,11 @@ def pacbayes_theory_certificate(tree: Tree, stats: NodeStats, lam, delta=0.05,
 class BoundTuning:
     """Outcome of :func:`tune_by_bound`.
 
-    best_params: ``{name: float}`` the λ's of least bound met (grid or gradient path).
-    best_bound:  that bound.
-    grid_bound:  the least bound on the starting grid.
-    path:        ``{name: [steps] array}`` the λ's of each Adam step, and ``"bound"`` ``[steps]``.
+    Attributes:
+        best_params: ``{name: float}`` the λ's of least bound met (grid or gradient path).
+        best_bound: that bound.
+        grid_bound: the least bound on the starting grid.
+        path: ``{name: [steps] array}`` the λ's of each Adam step, and ``"bound"`` ``[steps]``.
     """
 
     best_params: dict
