@@ -101,7 +101,12 @@ def summary(records: list[dict]) -> str:
     below_half = sorted({r["dataset"] for r in bound if r["bound"] < 0.5})
     violated = [(r["dataset"], r["partition"], r["tuning"]) for r in records
                 if r["bound"] < r["test_gibbs"] or r["majority_vote_bound"] < r["test_vote"]]
-    return (f"With λ by the bound, the Gibbs bound is below 1 on {len(nonvacuous)} of "
+    done = {(r["dataset"], r["partition"], r["tuning"]) for r in records}
+    missing = [f"{d} {p} {t}" for d in datasets.DATASETS for p in ("kd", "dyadic")
+               for t in TUNING if (d, p, t) not in done]
+    return (("Not run (stopped for time): " + ", ".join(missing) + ". "
+             if missing else "") +
+            f"With λ by the bound, the Gibbs bound is below 1 on {len(nonvacuous)} of "
             f"{len({r['dataset'] for r in bound})} datasets ({', '.join(nonvacuous) or 'none'}) "
             f"and below 0.5 on {len(below_half)} ({', '.join(below_half) or 'none'}). "
             f"Bounds below the measured test error: "
