@@ -10,6 +10,7 @@ import pytest
 
 import jaxtree
 from jaxtree import certificate as cert
+from jaxtree import shapes
 from jaxtree.engine import local_offsets
 from test_engine import prunings, random_potentials, tolerance, trees_for_tests
 
@@ -156,7 +157,7 @@ def test_certified_fit_splits_the_sample(certified_problem):
                                            random_state=1).fit(X, y)
     order = np.random.default_rng(1).permutation(len(y))
     prior_rows, rows = np.sort(order[:140]), np.sort(order[140:])
-    tree = jaxtree.kd_tree(X[prior_rows], max_depth=4, y=y[prior_rows])
+    tree = shapes.pad_tree(jaxtree.kd_tree(X[prior_rows], max_depth=4, y=y[prior_rows]), len(y))
     np.testing.assert_array_equal(np.asarray(model.tree_.threshold), np.asarray(tree.threshold))
     assert float(model.prior_stats_.num_samples) == 140
     assert float(model.stats_.num_samples) == len(rows)
