@@ -15,6 +15,8 @@ go through ``jaxtree.subtree_log_weights(phi, tree.internal, layout=tree.layout)
 
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.cart import cart_tree
+from jaxtree.certificate import (Certificate, pacbayes_certificate, pacbayes_theory_certificate,
+                                 prunings_kl, tune_by_bound)
 from jaxtree.compact import CompactLayout
 from jaxtree.engine import (PruningProcess, best_pruning, best_pruning_and_cost, child_values,
                             local_offsets, log_partition, log_weights_from_offsets,

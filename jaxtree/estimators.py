@@ -23,6 +23,7 @@ A fitted model is saved with :meth:`TreeClassifierBase.save` and read with :func
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 from typing import Optional
 
@@ -34,6 +35,8 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from jaxtree import select
+from jaxtree.certificate import (Certificate, pacbayes_certificate, pacbayes_theory_certificate,
+                                 tune_by_bound)
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.cart import cart_tree
 from jaxtree.oblique import margin_bound, node_margins, oblique_tree
@@ -42,7 +45,7 @@ from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_log_weights
 from jaxtree.tree import scale_points
 from jaxtree import hsvote, prune, shapes
 from jaxtree.engine import best_pruning
-from jaxtree.stats import DEFAULT_SMOOTHING, check_smoothing, class_frequencies
+from jaxtree.stats import DEFAULT_SMOOTHING, NodeStats, check_smoothing, class_frequencies
 from jaxtree.validation import float_dtype
 
 
@@ -101,7 +104,9 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
     ``tune``: ``"auto"`` (grid search over the tunable parameters left at None, the others held
     fixed), ``"grid"`` (the paper's grid over all of them), ``"gradient"`` (Adam on the smoothed
     validation loss, from the given values when all are given, else from the best 3 points of
-    a coarse grid) or None (no tuning). The folds come from the ``cv`` (default 2) and
+    a coarse grid), ``"bound"`` (the PAC-Bayes
+    certificate's bound minimised, no validation data: models that have one implement
+    ``_tune_by_bound``) or None (no tuning). The folds come from the ``cv`` (default 2) and
     ``random_state`` (default 0) parameters if present; with a ``cv_trees`` parameter a
     subclass may grow T0 anew on each fold's training part (:meth:`_per_fold_trees`).
     """
@@ -126,13 +131,17 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         classes, y_encoded = np.unique(y, return_inverse=True)
         self._check_classes(classes)
         self.classes_ = classes
-        # T0 and the sample padded to shared shapes (jaxtree.shapes): refits compile nothing
-        self.tree_ = shapes.pad_tree(self._build_tree(X, y_encoded), X.shape[0])
-        self.stats_ = shapes.padded_node_stats(self.tree_, X, y_encoded,
-                                               self._num_stat_classes())
-        self._select_params(X, y_encoded)
-        self._fit_tree(self.stats_, X, y_encoded)
+        self._fit_encoded(X, y_encoded)
         return self
+
+    def _fit_encoded(self, X, y):
+        """T0, its statistics, the tuned parameters and the model, from validated ``X`` and
+        labels encoded as ``0..L-1``."""
+        # T0 and the sample padded to shared shapes (jaxtree.shapes): refits compile nothing
+        self.tree_ = shapes.pad_tree(self._build_tree(X, y), X.shape[0])
+        self.stats_ = shapes.padded_node_stats(self.tree_, X, y, self._num_stat_classes())
+        self._select_params(X, y)
+        self._fit_tree(self.stats_, X, y)
 
     def predict_proba(self, X):
         """``[n, L]`` class scores (columns in the order of ``classes_``)."""
@@ -197,8 +206,12 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         mode = getattr(self, "tune", None)
         if mode is None:
             return
-        if mode not in ("auto", "grid", "gradient"):
-            raise ValueError(f"tune must be 'auto', 'grid', 'gradient' or None; got {mode!r}")
+        if mode not in ("auto", "grid", "gradient", "bound"):
+            raise ValueError(f"tune must be 'auto', 'grid', 'gradient', 'bound' or None; "
+                             f"got {mode!r}")
+        if mode == "bound":
+            self.best_params_, self.cv_results_ = self._tune_by_bound()
+            return
         spec = self._tuning_spec()
         if spec is None:
             if mode == "auto":
@@ -253,6 +266,12 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         return select.prepare_fold_trees(
             lambda X_part, y_part: TreeClassifierBase._build_tree(self, X_part, y_part, layout),
             X, y, len(self.classes_), masks)
+
+    def _tune_by_bound(self):
+        """``(best_params, results)`` of ``tune="bound"``: only a model with a PAC-Bayes
+        certificate has one."""
+        raise ValueError(f"tune='bound' needs a PAC-Bayes certificate; {type(self).__name__} "
+                         "has none: use tune='grid' or 'gradient'")
 
     def _build_tree(self, X, y, layout=None):
         if self.partition not in PARTITIONS:
@@ -329,10 +348,12 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         (default; the paper's), ``"neg_log_loss"`` or ``"neg_brier_score"``, which judge the
         probabilities (grid search; ``tune="gradient"`` descends the vote's log-loss and
         keeps the least validation error).
-      delta: confidence of the theory potentials.
+      delta: confidence of the theory potentials, and of the bound that ``tune="bound"``
+        minimises.
       tune: ``"auto"`` (default: the λ's left at None are chosen by the paper's protocol,
         docs/theory/selection.md — 2-fold CV over 2^linspace(-8, 6, 10) for each, then 10
-        linear values from half to twice the best: 200 settings), ``"grid"``, ``"gradient"`` or None
+        linear values from half to twice the best: 200 settings), ``"grid"``, ``"gradient"``,
+        ``"bound"`` (below) or None
         (:class:`TreeClassifierBase`). Ties go to smaller λ1, then larger λ2
         (:mod:`jaxtree.select`). Cost: T0 and the routing are shared; each setting costs one
         up/down pass and a vote per fold. Measured on a loaded 2-core CPU
@@ -352,12 +373,25 @@ class PACBayesTreeClassifier(TreeClassifierBase):
       distributed: False, or True: ``fit(X, y)`` gets this process's block of rows spread over
         JAX processes (``jax.distributed`` initialised in each) and every process fits the model
         of all rows (:func:`jaxtree.distributed.fit`; a CART T0 then splits at 256 quantile bins).
+      certify: False (default: T0, the labels ``l(A)`` and the posterior all come from the whole
+        sample), True, or a fraction in (0, 1): that share of the sample (True: half), drawn with
+        ``random_state``, is S0 — T0, the labels and the practical prior's counts come from it
+        — and the rest is S, on which the posterior is fitted and tuned and
+        :meth:`certificate` is computed, so that the certificate is a PAC-Bayes bound. Not with
+        ``distributed=True``.
+
+    ``tune="bound"`` chooses the λ's (``lam1``, ``lam2``; ``lam1`` alone for the theory
+    potentials) by minimising the certificate's bound at confidence ``delta``
+    (:func:`jaxtree.certificate.tune_by_bound`: the paper's log grid, then Adam on log λ); no
+    validation data. ``cv_results_`` then holds the Adam path: ``params``, ``param_<name>`` and
+    ``bound``.
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_`` (:class:`jaxtree.Tree`),
-    ``stats_`` (:class:`jaxtree.NodeStats`), ``node_log_weights_`` ``[nodes]``,
-    ``node_proba_`` ``[nodes, L]`` (the smoothed class frequencies ``p̂(· | A)``); when tuned,
-    ``best_params_`` (``{"lam1": ..., "lam2": ...}``) and ``cv_results_`` (scikit-learn style,
-    see :func:`jaxtree.select.tune`).
+    ``stats_`` (:class:`jaxtree.NodeStats`; with ``certify``: the counts of S and the labels of
+    S0), ``node_log_weights_`` ``[nodes]``, ``node_proba_`` ``[nodes, L]`` (the smoothed class
+    frequencies ``p̂(· | A)``); with ``certify``, ``prior_stats_`` (the statistics of S0); when
+    tuned, ``best_params_`` (``{"lam1": ..., "lam2": ...}``) and ``cv_results_``
+    (scikit-learn style, see :func:`jaxtree.select.tune`).
 
     Shapes and dtypes: ``fit(X, y)`` takes ``X`` ``[n, D]`` real (converted to JAX's float
     dtype: float32, or float64 with x64 enabled) and ``y`` ``[n]`` labels of any sortable type;
@@ -381,7 +415,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
     def __init__(self, partition="cart", max_depth=None, min_split=2, split="spread",
                  lam1=None, lam2=None, potentials="practical", delta=0.05, proba="predictive",
                  smoothing=DEFAULT_SMOOTHING, scoring="accuracy", tune="auto", cv=2,
-                 random_state=0, layout="auto", distributed=False, cv_trees="auto"):
+                 random_state=0, layout="auto", distributed=False, cv_trees="auto",
+                 certify=False):
         self.partition = partition
         self.max_depth = max_depth
         self.min_split = min_split
@@ -399,6 +434,7 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         self.random_state = random_state
         self.distributed = distributed
         self.cv_trees = cv_trees
+        self.certify = certify
 
     def fit(self, X, y):
         """Build T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` and fit the model (with
@@ -406,6 +442,9 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         block). Returns self."""
         self._per_fold_trees()           # checks cv_trees before any tree is built
         if self.distributed:
+            if self._prior_share() is not None:
+                raise ValueError("certify is not supported with distributed=True; use "
+                                 "certify=False")
             from jaxtree import distributed  # imports this module
             return distributed.fit(self, X, y)
         return super().fit(X, y)
@@ -416,6 +455,81 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         if self.tune == "gradient" and self.scoring != "accuracy":
             raise ValueError(f"scoring={self.scoring!r} selects on the grid (tune='auto' or "
                              f"'grid'); tune='gradient' descends the vote's log-loss")
+
+    def certificate(self, delta=0.05) -> Certificate:
+        """The PAC-Bayes certificate of the fitted posterior Q (Proposition 1 of the paper, the
+        bound of Thiemann et al. 2017; :mod:`jaxtree.certificate`), as plain floats.
+
+        ``gibbs_risk`` is ``R̂(Q)`` on S, ``kl`` is ``KL(Q‖P)`` for the prior of the chosen
+        reading (practical: ``P(T) ∝ e^{−|π(T, S0)|}``; theory: ``P(T) ∝ e^{−3·D0·|π(T)|}``),
+        ``bound`` bounds the Gibbs risk ``R(Q)`` with probability ≥ 1 − ``delta`` (at its
+        minimising λ ∈ (0, 2), field ``lam``) and ``majority_vote_bound = 2·bound`` the vote's
+        risk; ``n`` is the size of S.
+
+        What is certified: with ``certify`` set, T0, the labels and the prior depend on S0
+        only, so both bounds hold with probability ≥ 1 − δ over S, whatever λ's were chosen on
+        S (by CV or ``tune="bound"``). With ``certify=False`` (S0 = S) T0, the labels and the
+        practical prior were chosen on the very sample the bound is computed on: the numbers are
+        the bound's formula evaluated there, a diagnostic of how concentrated Q is, not a
+        guarantee (typically optimistic).
+        """
+        check_is_fitted(self)
+        if self.potentials not in ("practical", "theory"):
+            raise ValueError(f"certificate() needs potentials='practical' or 'theory'; got "
+                             f"{self.potentials!r}")
+        if self.potentials == "theory":
+            result = pacbayes_theory_certificate(self.tree_, self.stats_, self._param("lam1"),
+                                                 delta, self.delta)
+        else:
+            result = pacbayes_certificate(self.tree_, self.stats_, self._param("lam1"),
+                                          self._param("lam2"), delta,
+                                          getattr(self, "prior_stats_", None))
+        return Certificate(**{field.name: float(getattr(result, field.name))
+                              for field in dataclasses.fields(result)})
+
+    def _prior_share(self) -> Optional[float]:
+        """The share of the sample that ``certify`` puts in S0, or None (no split)."""
+        certify = self.certify
+        if certify is None or (isinstance(certify, (bool, np.bool_)) and not certify):
+            return None
+        if isinstance(certify, (bool, np.bool_)):
+            return 0.5
+        if isinstance(certify, (int, float, np.number)) and 0 < certify < 1:
+            return float(certify)
+        raise ValueError(f"certify must be False, True or a fraction in (0, 1); got {certify!r}")
+
+    def _fit_encoded(self, X, y):
+        """With ``certify``: T0, the labels and ``prior_stats_`` from S0, the rest from S."""
+        self.__dict__.pop("prior_stats_", None)
+        share = self._prior_share()
+        if share is None:
+            return super()._fit_encoded(X, y)
+        n = X.shape[0]
+        held = int(round(share * n))
+        if held < 2 or n - held < 2:
+            raise ValueError(f"certify={self.certify!r} splits {n} samples into {held} for T0 "
+                             f"and {n - held} for the posterior; each needs at least 2")
+        order = np.random.default_rng(self.random_state).permutation(n)
+        prior_rows, rows = np.sort(order[:held]), np.sort(order[held:])
+        num_classes = len(self.classes_)
+        self.tree_ = shapes.pad_tree(self._build_tree(X[prior_rows], y[prior_rows]), n)
+        self.prior_stats_ = shapes.padded_node_stats(self.tree_, X[prior_rows], y[prior_rows],
+                                                     num_classes)
+        counts = shapes.padded_node_stats(self.tree_, X[rows], y[rows], num_classes).counts
+        self.stats_ = NodeStats(counts=counts, label=self.prior_stats_.label)
+        self._select_params(X[rows], y[rows])
+        self._fit_tree(self.stats_, X[rows], y[rows])
+
+    def _tune_by_bound(self):
+        result = tune_by_bound(self.tree_, self.stats_, self.potentials, self.delta,
+                               getattr(self, "prior_stats_", None), potentials_delta=self.delta)
+        path = result.path
+        names = [name for name in path if name != "bound"]
+        steps = len(path["bound"])
+        results = {"params": [{name: float(path[name][i]) for name in names}
+                              for i in range(steps)],
+                   **{f"param_{name}": path[name] for name in names}, "bound": path["bound"]}
+        return result.best_params, results
 
     def _tuning_spec(self):
         votes = {"practical": select.pacbayes_votes, "authors": select.pacbayes_authors_votes}
