@@ -659,9 +659,6 @@ class PrunedTreeClassifier(TreeClassifierBase):
         self.proba = proba
         self.smoothing = smoothing
 
-    def _check_params(self):
-        _check_proba_options(self.proba, self.smoothing)
-
     def _uses_holdout(self):
         return self.method == "rep" or (self.method == "min_size" and self.selection == "cv")
 
@@ -684,6 +681,7 @@ class PrunedTreeClassifier(TreeClassifierBase):
 
     def _check_params(self):
         """The parameters' values, before any tree is built."""
+        _check_proba_options(self.proba, self.smoothing)
         if self.method not in PRUNING_METHODS:
             raise ValueError(f"method must be one of {PRUNING_METHODS}; got {self.method!r}")
         if self.method == "min_size" and self.selection not in ("srm", "cv"):

@@ -262,7 +262,8 @@ def test_estimator_grows_cart_t0_per_fold():
     model = jaxtree.PACBayesTreeClassifier(partition="cart").fit(X, y)
     build = lambda X_part, y_part: jaxtree.cart_tree(X_part, y_part, layout="compact")
     folds = select.prepare_fold_trees(build, X, y, 3, masks)
-    best = select.paper_search(None, folds, select.pacbayes_votes).best_params
+    best = select.paper_search(None, folds, select.pacbayes_votes,     # the CV scores the
+                               fixed={"smoothing": model.smoothing}).best_params  # predictive
     assert model.best_params_ == pytest.approx({k: float(v) for k, v in best.items()})
     assert model.tree_.num_nodes == jaxtree.cart_tree(X, y).num_nodes      # refit on all points
     shared = jaxtree.PACBayesTreeClassifier(partition="cart", cv_trees="shared").fit(X, y)
