@@ -415,13 +415,14 @@ def product_grid(values: dict, directions) -> dict:
 class GridSearchResult:
     """Outcome of :func:`paper_search`.
 
-    grids:       per stage, ``{name: [G]}`` settings (stage 0: log grid, stage 1: linear grid).
-    errors:      per stage, ``[G, k]`` validation error counts (for ``scoring="accuracy"``;
-                 else the summed log-losses or Brier scores, :func:`fold_errors`).
-    num_valid:   ``[k]`` validation points per fold.
-    best_params: ``{name: scalar}`` the selected setting (from the last stage).
-    best_error:  scalar, its validation error rate (the mean validation loss for another
-                 scoring; all folds together).
+    Attributes:
+        grids: per stage, ``{name: [G]}`` settings (stage 0: log grid, stage 1: linear grid).
+        errors: per stage, ``[G, k]`` validation error counts (for ``scoring="accuracy"``;
+            else the summed log-losses or Brier scores, :func:`fold_errors`).
+        num_valid: ``[k]`` validation points per fold.
+        best_params: ``{name: scalar}`` the selected setting (from the last stage).
+        best_error: scalar, its validation error rate (the mean validation loss for another
+            scoring; all folds together).
     """
 
     grids: tuple
