@@ -1,4 +1,5 @@
-"""Shared fixtures: run numeric tests in float32 and in float64."""
+"""Shared fixtures: run numeric tests in float32 and in float64; the float64 twins of the
+slowest of them run with the slow cases (the float32 case stays in the default run)."""
 
 import jax
 import pytest
@@ -12,3 +13,20 @@ def precision(request):
     """
     with jax.enable_x64(request.param):
         yield jax.numpy.zeros(0).dtype
+
+
+#: float64 variants whose float32 twin runs by default and that cost 7-50 s each on 2 cores
+#: (``--durations``): the full run (``pytest -q``) still checks them.
+SLOW_FLOAT64 = {
+    "tests/test_select.py::test_gradient_tuning_leaves_a_flat_start[float64]",
+    "tests/test_shapes.py::test_theory_potentials_ignore_padding[float64]",
+    "tests/test_shapes.py::test_bucketed_folds_give_identical_errors[float64]",
+    "tests/test_compact.py::test_random_trees_agree[float64-0]",
+    "tests/test_compact.py::test_real_data_trees_agree[float64-kd_tree-8]",
+}
+
+
+def pytest_collection_modifyitems(items):
+    for item in items:
+        if item.nodeid in SLOW_FLOAT64:
+            item.add_marker(pytest.mark.slow)

@@ -140,6 +140,7 @@ def assert_same_fit(model, reference, X_test):
     np.testing.assert_array_equal(model.predict_proba(X_test), reference.predict_proba(X_test))
 
 
+@pytest.mark.slow   # the two-process test below fits a tuned dyadic model too
 def test_tuned_fit_over_holders_equals_one_process():
     """The λ's tuned on (leaf, class) counts of the validation rows: the same CV errors, choice,
     weights and predictions as row by row in one process."""

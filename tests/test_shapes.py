@@ -244,7 +244,8 @@ def test_bucketed_estimator_fits_are_identical(partition):
 
 @pytest.mark.parametrize("make", [
     lambda: jaxtree.PrunedTreeClassifier(method="min_size", selection="cv", partition="cart"),
-    lambda: jaxtree.PrunedTreeClassifier(method="km", partition="cart"),
+    pytest.param(lambda: jaxtree.PrunedTreeClassifier(method="km", partition="cart"),
+                 marks=pytest.mark.slow),
     pytest.param(lambda: jaxtree.PrunedTreeClassifier(method="rep", partition="cart"),
                  marks=pytest.mark.slow),
     pytest.param(lambda: jaxtree.PrunedTreeClassifier(method="optimistic", partition="cart"),
