@@ -128,6 +128,7 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         """Build T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` and fit the model. Returns self."""
         X, y = self._validate_fit_input(X, y)
         self._check_params()
+        self._per_fold_trees()           # checks cv_trees before any tree is built
         classes, y_encoded = np.unique(y, return_inverse=True)
         self._check_classes(classes)
         self.classes_ = classes
@@ -608,6 +609,9 @@ class PrunedTreeClassifier(TreeClassifierBase):
       cv: number of CV folds of the tuning.
       random_state: seed of the S1/S2 split and of the CV folds (and, with ``partition="cart"``,
         of the ties between features in the grown tree).
+      cv_trees: which T0 the CV folds use, as in :class:`PACBayesTreeClassifier`: ``"auto"``
+        (default) grows a CART T0 on each fold's training part and shares one T0 of all the
+        points for KD and dyadic trees; ``"per_fold"`` or ``"shared"`` force either.
 
       proba: ``"predictive"`` (default: the leaf's class frequencies, smoothed) or
         ``"majority"`` (one-hot leaf labels), as in :class:`PACBayesTreeClassifier`.
@@ -640,7 +644,7 @@ class PrunedTreeClassifier(TreeClassifierBase):
     def __init__(self, method="c1", partition="kd", max_depth=None, min_split=2, split="cycle",
                  lam=None, c=None, delta=0.05, selection="srm", holdout=1 / 3, num_tests=None,
                  resample=True, tune="auto", cv=2, random_state=0, proba="predictive",
-                 smoothing=DEFAULT_SMOOTHING):
+                 smoothing=DEFAULT_SMOOTHING, cv_trees="auto"):
         self.method = method
         self.partition = partition
         self.max_depth = max_depth
@@ -658,6 +662,7 @@ class PrunedTreeClassifier(TreeClassifierBase):
         self.random_state = random_state
         self.proba = proba
         self.smoothing = smoothing
+        self.cv_trees = cv_trees
 
     def _uses_holdout(self):
         return self.method == "rep" or (self.method == "min_size" and self.selection == "cv")
@@ -808,6 +813,8 @@ class HSVoteClassifier(TreeClassifierBase):
         None (:class:`TreeClassifierBase`). η weighs a loss summed over a node's points, so it
         is scale-free in n already: a grid in its own units serves every sample size.
       cv, random_state: number of CV folds and the seed that deals them.
+      cv_trees: which T0 the CV folds use, as in :class:`PACBayesTreeClassifier` (``"auto"``:
+        per fold for ``partition="cart"``, shared for KD and dyadic trees).
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_``, ``stats_``,
     ``node_log_weights_`` ``[nodes]``, ``node_estimates_`` ``[nodes]`` (p_A); when tuned,
@@ -830,7 +837,7 @@ class HSVoteClassifier(TreeClassifierBase):
     """
 
     def __init__(self, partition="kd", max_depth=None, min_split=2, split="cycle", eta=None,
-                 loss="log", tune="auto", cv=2, random_state=0):
+                 loss="log", tune="auto", cv=2, random_state=0, cv_trees="auto"):
         self.partition = partition
         self.max_depth = max_depth
         self.min_split = min_split
@@ -840,6 +847,7 @@ class HSVoteClassifier(TreeClassifierBase):
         self.tune = tune
         self.cv = cv
         self.random_state = random_state
+        self.cv_trees = cv_trees
 
     def __sklearn_tags__(self):
         tags = super().__sklearn_tags__()

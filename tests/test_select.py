@@ -5,9 +5,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from sklearn.base import clone
 
 import jaxtree
-from jaxtree import prune, select
+from jaxtree import hsvote, prune, select
 
 L = 3
 DEPTH = 4
@@ -272,6 +273,28 @@ def test_estimator_grows_cart_t0_per_fold():
     with pytest.raises(ValueError, match="cv_trees"):
         jaxtree.PACBayesTreeClassifier(partition="cart", cv_trees="fold").fit(X, y)
 
+
+
+@pytest.mark.parametrize("method", ["c1", "hs"])
+def test_baselines_grow_cart_t0_per_fold(method):
+    X, y, masks, _ = _planted()
+    y = np.minimum(y, 1)                                       # HSVoteClassifier: binary only
+    model, votes_fn, name = {
+        "c1": (jaxtree.PrunedTreeClassifier(method="c1", partition="cart", proba="majority"),
+               prune.c1_votes, "lam"),
+        "hs": (jaxtree.HSVoteClassifier(partition="cart"), hsvote.hs_votes, "eta")}[method]
+    model.fit(X, y)
+    build = lambda X_part, y_part: jaxtree.cart_tree(X_part, y_part, layout="compact")
+    folds = select.prepare_fold_trees(build, X, y, 2, masks)
+    direction = -1 if method == "hs" else +1
+    best = select.paper_search(None, folds, votes_fn, ((name, direction),),
+                               base_grid=model._search_grid()).best_params
+    assert model.best_params_ == pytest.approx({k: float(v) for k, v in best.items()})
+    shared = clone(model).set_params(cv_trees="shared").fit(X, y)
+    assert not np.array_equal(shared.cv_results_["mean_test_score"],
+                              model.cv_results_["mean_test_score"])
+    with pytest.raises(ValueError, match="cv_trees"):
+        clone(model).set_params(cv_trees="fold").fit(X, y)
 
 def test_estimator_tuning_options():
     X, y = _data()
