@@ -13,38 +13,42 @@ the outputs are rewritten after each, so an interrupted run reports whole splits
 Protocol, per dataset and split ``s`` (seed ``s``): the split of :mod:`experiments.table2` (2000
 test points, the paper's training size). On the training set:
 
-* **T0**: KD and dyadic trees as in Table 2 (:func:`experiments.table2.build_tree`) and a CART
-  tree grown to purity (:func:`jaxtree.cart.cart_tree`, Gini, ``random_state=0``).
-* **PAC-Bayes**, λ1, λ2 by the paper's 2-fold protocol (:func:`jaxtree.select.paper_search`).
-  ``hard``: the paper's vote of hard node labels, λ's selected by accuracy (Table 2). On the KD
-  and dyadic T0, ``pred (λ of hard)`` and ``pred α=1 (λ of hard)``: the posterior predictive with
-  Krichevsky–Trofimov (α = ½) or Laplace (α = 1) smoothing at the same λ's, so only the votes
-  change. On the CART T0: ``pred`` — the posterior predictive, α = ½, λ's selected by the
-  accuracy of its argmax (what ``PACBayesTreeClassifier(partition="cart")`` does by default),
-  and ``pred α=1`` at those λ's; ``pred-ll`` and ``pred-ll α=1`` — λ's selected by the
-  validation log-loss of the posterior predictive with that α (``scoring="neg_log_loss"``).
-* **Pruning baselines** on the CART T0: C1 and SN (λ by 2-fold CV on accuracy), each with the
-  pruning leaf's hard label (``hard``) and its class frequencies smoothed by ½ (``pred``; the
-  pruning does not depend on the smoothing, so one λ serves both); HS-vote (binary data only).
+* **PAC-Bayes on the paper's trees** (KD and dyadic T0 as in Table 2,
+  :func:`experiments.table2.build_tree`; one T0 for both CV folds, the paper's protocol):
+  ``hard``, the paper's vote of hard node labels with λ1, λ2 selected by 2-fold CV accuracy
+  (:func:`jaxtree.select.paper_search`); ``pred (λ of hard)`` and ``pred α=1 (λ of hard)``, the
+  posterior predictive with Krichevsky–Trofimov (α = ½) or Laplace (α = 1) smoothing at the
+  same λ's, so only the votes change.
+* **jaxtree's estimators on a CART T0**, fitted as a user fits them (T0 grown to purity on each
+  CV fold's training part for the selection, then on all the training points): ``cart PAC-Bayes
+  pred`` is ``PACBayesTreeClassifier()`` (the defaults: posterior predictive, α = ½, λ's by CV
+  accuracy of its argmax); ``hard (λ of pred)`` the same fitted model with ``proba="majority"``;
+  ``pred α=1`` is ``PACBayesTreeClassifier(smoothing=1)``; ``pred-ll`` is
+  ``PACBayesTreeClassifier(scoring="neg_log_loss")`` (λ's by CV log-loss). ``C1``:
+  ``PrunedTreeClassifier(method="c1", partition="cart")`` (λ tuned by CV), its pruning leaf's
+  hard label (``hard``) or smoothed frequencies (``pred``); ``HS-vote``:
+  ``HSVoteClassifier(partition="cart")`` (binary data only).
 * **scikit-learn**: ``DecisionTreeClassifier(random_state=0)`` with ``ccp_alpha`` by
   ``GridSearchCV`` (cv=2) over {0} ∪ 19 geometric values from 1e-6 to 1e-2, as in
   :mod:`experiments.cart_vs_ccp`; its ``predict_proba`` (the leaf's class frequencies).
-* **hierarchical shrinkage**: ``imodels.HSTreeClassifierCV`` (Agarwal et al. 2022) on
-  ``DecisionTreeClassifier(random_state=0)`` grown to purity, its default shrinkage grid and
-  3-fold CV on log-loss (the columns' labels named, so that a fold missing a class is scored).
+* **hierarchical shrinkage**: ``imodels.HSTreeClassifier`` (Agarwal et al. 2022) on
+  ``DecisionTreeClassifier(random_state=0)`` grown to purity, its shrinkage chosen as
+  ``imodels.HSTreeClassifierCV`` does (its default grid, 3 unshuffled folds, log-loss;
+  :func:`hs_reg_param`, which places each fold's columns by label so that a fold missing a
+  class is scored).
 
 Metrics on the test points: log-loss (scikit-learn's ``log_loss``, which clips probabilities to
 the float dtype's eps), Brier score (the sum over classes of ``(p_l − 1[y = l])²``, halved for two
 classes as scikit-learn's ``brier_score_loss`` does), ROC AUC (binary; for multiclass the mean of
 the one-vs-rest AUCs over the classes present in the test set), expected calibration error (top
-label, 15 equal-width confidence bins) and the test error of the argmax. Columns of a class that a
-model never saw in training get probability 0 (scikit-learn's trees); jaxtree's models know
-every class of the dataset.
+label, 15 equal-width confidence bins) and the test error of the argmax. Columns of a class
+absent from a training set get probability 0 (as scikit-learn's trees give it).
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import datetime
 import json
 import pathlib
@@ -59,9 +63,7 @@ import numpy as np
 
 from experiments import datasets
 from experiments.table2 import build_tree, split_indices
-from jaxtree.cart import cart_tree
-from jaxtree.hsvote import hs_votes
-from jaxtree.prune import c1_votes, sn_votes
+from jaxtree import HSVoteClassifier, PACBayesTreeClassifier, PrunedTreeClassifier
 from jaxtree.select import (PACBAYES_DIRECTIONS, fold_masks, pacbayes_votes, paper_search,
                             point_scores, prepare_folds)
 from jaxtree.stats import node_stats
@@ -70,10 +72,12 @@ from jaxtree.tree import route
 RESULTS = pathlib.Path(__file__).parent / "results"
 ALPHAS = np.r_[0.0, np.geomspace(1e-6, 1e-2, 19)]   # experiments.cart_vs_ccp's ccp_alpha grid
 ECE_BINS = 15
+#: imodels.HSTreeClassifierCV's default shrinkage grid.
+HS_REG_PARAMS = np.array([0, 0.1, 1, 10, 50, 100, 500], dtype=float)
 #: Datasets whose reliability diagrams are drawn, and the models drawn.
 DIAGRAMS = ("spam", "letter")
-DIAGRAM_MODELS = ("cart PAC-Bayes hard", "cart PAC-Bayes pred", "cart PAC-Bayes pred α=1",
-                  "scikit-learn ccp", "HS (imodels)")
+DIAGRAM_MODELS = ("cart PAC-Bayes hard (λ of pred)", "cart PAC-Bayes pred",
+                  "cart PAC-Bayes pred-ll", "scikit-learn ccp", "HS (imodels)")
 KT, LAPLACE = 0.5, 1.0
 
 
@@ -131,52 +135,63 @@ def test_proba(votes, path, on_path, num_classes) -> np.ndarray:
     return scores / scores.sum(axis=1, keepdims=True)
 
 
-def jaxtree_models(tree, X_train, y_train, X_test, num_classes, seed, cart: bool):
-    """``{model: (proba [m, L], params)}`` of the PAC-Bayes variants on ``tree`` and, when
-    ``cart``, of the pruning baselines (module docstring)."""
+def label_blind_models(tree, X_train, y_train, X_test, num_classes, seed):
+    """``{model: (proba [m, L], params)}`` of the PAC-Bayes vote on a KD or dyadic ``tree``
+    (one T0 for all folds, as in Table 2): the hard vote, λ's selected by accuracy, and the
+    posterior predictive at the same λ's (only the votes change)."""
     folds = prepare_folds(tree, X_train, y_train, num_classes,
                           jnp.asarray(fold_masks(len(y_train), 2, seed)))
     stats = node_stats(tree, X_train, y_train, num_classes)
     path, on_path = route(tree, X_test)
+    result = paper_search(tree, folds, pacbayes_votes, PACBAYES_DIRECTIONS)
+    hard = {k: float(v) for k, v in result.best_params.items()}
+
+    def proba(params):
+        votes = pacbayes_votes(tree, stats, params)
+        return test_proba(votes, path, on_path, num_classes)
+
+    out = {"PAC-Bayes hard": (proba(hard), hard)}
+    for label, smoothing in (("", KT), (" α=1", LAPLACE)):
+        out[f"PAC-Bayes pred{label} (λ of hard)"] = (proba({**hard, "smoothing": smoothing}),
+                                                      hard)
+    return out
+
+
+def cart_models(X_train, y_train, X_test, num_classes):
+    """``{model: (proba [m, L], params)}`` of jaxtree's estimators on a CART T0, as a user
+    fits them (module docstring): T0 grown on each CV fold's training part, refitted on all."""
+    def fitted(model):
+        model.fit(X_train, y_train)
+        params = {k: float(v) for k, v in getattr(model, "best_params_", {}).items()}
+        return model, params
+
+    def proba(model):
+        return full_columns(model.predict_proba(X_test), model.classes_, num_classes)
+
+    def majority(model):
+        hard = copy.copy(model)
+        hard.proba = "majority"      # the paper's vote of hard labels, at the same parameters
+        return proba(hard)
+
     out = {}
-
-    def search(votes_fn, directions, fixed=None, scoring="accuracy"):
-        result = paper_search(tree, folds, votes_fn, directions, fixed, scoring=scoring)
-        return {k: float(v) for k, v in result.best_params.items()}
-
-    def proba(votes_fn, params):
-        return test_proba(votes_fn(tree, stats, params), path, on_path, num_classes)
-
-    hard = search(pacbayes_votes, PACBAYES_DIRECTIONS)
-    out["PAC-Bayes hard"] = (proba(pacbayes_votes, hard), hard)
-    if not cart:   # the posterior predictive at the λ's of the paper's vote: only the votes change
-        for label, smoothing in (("", KT), (" α=1", LAPLACE)):
-            out[f"PAC-Bayes pred{label} (λ of hard)"] = (
-                proba(pacbayes_votes, {**hard, "smoothing": smoothing}), hard)
-        return out
-    for label, smoothing in (("", KT), (" α=1", LAPLACE)):
-        fixed = {"smoothing": smoothing}
-        ll = search(pacbayes_votes, PACBAYES_DIRECTIONS, fixed, "neg_log_loss")
-        out[f"PAC-Bayes pred-ll{label}"] = (proba(pacbayes_votes, {**ll, **fixed}), ll)
-    accurate = search(pacbayes_votes, PACBAYES_DIRECTIONS, {"smoothing": KT})
-    for label, smoothing in (("", KT), (" α=1", LAPLACE)):
-        out[f"PAC-Bayes pred{label}"] = (
-            proba(pacbayes_votes, {**accurate, "smoothing": smoothing}), accurate)
-    for label, votes_fn in (("C1", c1_votes), ("SN", sn_votes)):
-        params = search(votes_fn, (("lam", +1),))
-        out[f"{label} hard"] = (proba(votes_fn, params), params)
-        out[f"{label} pred"] = (proba(votes_fn, {**params, "smoothing": KT}), params)
+    for label, options in (("pred", {}), ("pred α=1", {"smoothing": LAPLACE}),
+                           ("pred-ll", {"scoring": "neg_log_loss"})):
+        model, params = fitted(PACBayesTreeClassifier(**options))
+        out[f"PAC-Bayes {label}"] = (proba(model), params)
+        if label == "pred":
+            out["PAC-Bayes hard (λ of pred)"] = (majority(model), params)
+    model, params = fitted(PrunedTreeClassifier(method="c1", partition="cart"))
+    out["C1 hard"], out["C1 pred"] = (majority(model), params), (proba(model), params)
     if num_classes == 2:
-        params = search(hs_votes, (("eta", -1),))
-        out["HS-vote"] = (proba(hs_votes, params), params)
+        model, params = fitted(HSVoteClassifier(partition="cart"))
+        out["HS-vote"] = (proba(model), params)
     return out
 
 
 def sklearn_models(X_train, y_train, X_test, num_classes):
     """``{model: (proba [m, L], params)}`` of scikit-learn's CV-tuned tree and of imodels'
     hierarchical shrinkage (module docstring)."""
-    from imodels import HSTreeClassifierCV
-    from sklearn.metrics import log_loss
+    from imodels import HSTreeClassifier
     from sklearn.model_selection import GridSearchCV
     from sklearn.tree import DecisionTreeClassifier
     search = GridSearchCV(DecisionTreeClassifier(random_state=0), {"ccp_alpha": list(ALPHAS)},
@@ -185,14 +200,30 @@ def sklearn_models(X_train, y_train, X_test, num_classes):
     out = {"scikit-learn ccp": (full_columns(tree.predict_proba(X_test), tree.classes_,
                                              num_classes),
                                 {"ccp_alpha": float(search.best_params_["ccp_alpha"])})}
-    # imodels scores its folds with log_loss(y, p), which refuses a fold that misses a class of
-    # the tree (wine's rarest quality): name the columns' labels
-    hs = HSTreeClassifierCV(estimator_=DecisionTreeClassifier(random_state=0)).fit(
-        X_train, y_train, scoring=lambda truth, proba: log_loss(
-            truth, proba, labels=np.arange(proba.shape[1])))
+    reg_param = hs_reg_param(X_train, y_train, num_classes)
+    hs = HSTreeClassifier(DecisionTreeClassifier(random_state=0), reg_param).fit(X_train, y_train)
     out["HS (imodels)"] = (full_columns(hs.predict_proba(X_test), hs.classes_, num_classes),
-                           {"reg_param": float(hs.reg_param)})
+                           {"reg_param": reg_param})
     return out
+
+
+def hs_reg_param(X, y, num_classes) -> float:
+    """The shrinkage that ``imodels.HSTreeClassifierCV`` selects — its default grid, 3 unshuffled
+    folds, the least mean log-loss — with each fold's columns placed by label, so that a fold
+    whose training part misses a class (wine's rarest) is scored (imodels' own CV then fails)."""
+    from imodels import HSTreeClassifier
+    from sklearn.metrics import log_loss
+    from sklearn.model_selection import KFold
+    from sklearn.tree import DecisionTreeClassifier
+    grid = HS_REG_PARAMS
+    losses = np.zeros(len(grid))
+    for train, test in KFold(n_splits=3).split(X):
+        tree = DecisionTreeClassifier(random_state=0).fit(X[train], y[train])
+        for i, reg_param in enumerate(grid):
+            hs = HSTreeClassifier(copy.deepcopy(tree), reg_param).fit(X[train], y[train])
+            proba = full_columns(hs.predict_proba(X[test]), hs.classes_, num_classes)
+            losses[i] += log_loss(y[test], proba, labels=np.arange(num_classes)) / 3
+    return float(grid[int(np.argmin(losses))])
 
 
 def run_split(name: str, X, y, split: int, max_train=None) -> list[dict]:
@@ -206,10 +237,12 @@ def run_split(name: str, X, y, split: int, max_train=None) -> list[dict]:
     models = {}
     for partition in ("kd", "dyadic", "cart"):
         start = time.perf_counter()
-        tree = (cart_tree(X_train, y_train) if partition == "cart"
-                else build_tree(partition, X_train, y_train))
-        fitted = jaxtree_models(tree, jnp.asarray(X_train), jnp.asarray(y_train),
-                                jnp.asarray(X_test), num_classes, split, partition == "cart")
+        if partition == "cart":
+            fitted = cart_models(X_train, y_train, X_test, num_classes)
+        else:
+            fitted = label_blind_models(build_tree(partition, X_train, y_train),
+                                        jnp.asarray(X_train), jnp.asarray(y_train),
+                                        jnp.asarray(X_test), num_classes, split)
         seconds = (time.perf_counter() - start) / len(fitted)
         models.update({f"{partition} {k}": (*v, seconds) for k, v in fitted.items()})
     start = time.perf_counter()
@@ -227,8 +260,7 @@ def run_split(name: str, X, y, split: int, max_train=None) -> list[dict]:
 # Report
 METRICS = (("log_loss", "log-loss"), ("brier", "Brier"), ("auc", "ROC AUC"),
            ("ece", "ECE"), ("error", "test error"), ("extreme", "share of 0/1 rows"))
-TARGET_MODELS = ("cart PAC-Bayes pred", "cart PAC-Bayes pred α=1", "cart PAC-Bayes pred-ll",
-                 "cart PAC-Bayes pred-ll α=1")
+TARGET_MODELS = ("cart PAC-Bayes pred", "cart PAC-Bayes pred α=1", "cart PAC-Bayes pred-ll")
 
 
 def mean_table(records, key) -> dict:
@@ -255,7 +287,8 @@ def markdown(records, names, command, seconds, stem) -> str:
              + ". Protocol and model names: the docstring of `experiments/calibration.py` "
              "(kd / dyadic / cart: the T0; `hard`: the vote of hard labels; `pred`: the "
              "posterior predictive, smoothing α = ½ unless `α=1`, λ by CV accuracy; `pred-ll`: "
-             "λ by CV log-loss). Means over the splits.", ""]
+             "λ by CV log-loss; the cart rows are jaxtree's estimators with a T0 grown per CV "
+             "fold). Means over the splits.", ""]
     for key, title in METRICS:
         table = mean_table(records, key)
         lines += [f"## {title}", "", "| model | " + " | ".join(names) + " |",
