@@ -276,25 +276,31 @@ def prepare_fold_trees(build: Callable, X, y, num_classes: int, train_masks,
       valid_size: as in :func:`prepare_folds`.
 
     Returns:
-      :class:`Folds` with ``tree`` the k trees padded to one shape (:func:`stack_trees`): a grid
-      over them is still one ``vmap`` over (setting, fold).
+      :class:`Folds` with ``tree`` the k trees padded to one shape (each to its
+      :func:`jaxtree.shapes.pad_tree` shape, then to the largest, :func:`stack_trees`): a grid
+      over them is still one ``vmap`` over (setting, fold). The sample is padded as in
+      :func:`prepare_folds` (weight-0 rows in every training part).
     """
     masks = np.asarray(train_masks, bool)
     X, y = np.asarray(X), np.asarray(y)
-    trees = stack_trees([build(X[mask], y[mask]) for mask in masks])
+    trees = stack_trees([shapes.pad_tree(build(X[mask], y[mask]), int(mask.sum()))
+                         for mask in masks])
     largest = int((~masks).sum(axis=-1).max())
-    size = largest if valid_size is None else int(valid_size)
-    if size < largest:
+    if valid_size is not None and valid_size < largest:
         raise ValueError(f"valid_size={valid_size} is smaller than the largest validation part "
                          f"({largest})")
+    X, y, weight = shapes.pad_sample(X, y, None, shapes.padded(len(y)))
+    masks = shapes.pad_fold_masks(masks, len(y))
+    size = validation_slots(masks) if valid_size is None else int(valid_size)
     return _prepare_fold_trees(trees, jnp.asarray(X, trees.threshold.dtype), jnp.asarray(y),
-                               jnp.asarray(masks), num_classes, size)
+                               jnp.asarray(masks), weight.astype(trees.threshold.dtype),
+                               num_classes, size)
 
 
 @functools.partial(jax.jit, static_argnames=("num_classes", "valid_size"))
-def _prepare_fold_trees(trees, X, y, masks, num_classes, valid_size):
+def _prepare_fold_trees(trees, X, y, masks, weight, num_classes, valid_size):
     def one_fold(tree, mask):
-        folds = _prepare_folds(tree, X, y, num_classes, mask[None], None, valid_size)
+        folds = _prepare_folds(tree, X, y, num_classes, mask[None], weight, valid_size)
         return jax.tree.map(lambda a: a[0], folds)
 
     folds = jax.vmap(one_fold)(trees, masks)

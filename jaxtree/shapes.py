@@ -24,7 +24,9 @@ The class count is not padded: it is fixed for a dataset, so refits at new sizes
 **The rule.** A new size ``s`` is rounded up by :func:`bucket` to an even number with at most
 three significant bits: 2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 80, … — at
 most 25 % of padding, 4 buckets per doubling (sizes 2000 to 4000 fall into 2048, 2560, 3072,
-3584 and 4096). A tree's levels and width and a sample's size grow together, so a fit at a new
+3584 and 4096); below :data:`MIN_LEVELS`, :data:`MIN_WIDTH` and :data:`MIN_ROWS` a compact
+tree's levels and width and a sample's rows take the floor, so that the folds of a small
+cross-validation share one shape. A tree's levels and width and a sample's size grow together, so a fit at a new
 size would still often meet a new combination of buckets (crowd, 10 sizes from 2000 to 4000
 rows after a fit on 3000: 7 new combinations for CART T0s, 6 for dyadic, 4 for KD); hence
 **shapes already used in this process are reused** when they hold the new tree and sample at
@@ -64,6 +66,11 @@ from jaxtree.tree import Tree
 #: A shape used before in this process is reused for a new tree or sample when it is at most
 #: this many times the bucketed size (in slots of the tree, in rows of the sample).
 REUSE_FACTOR = 2
+
+#: Floors of the buckets: a compact tree has at least this many levels and this width, a sample
+#: at least this many rows. Small problems (a CV fold of a few hundred points, whose trees differ
+#: in a few levels) then share one shape — one compilation — at a cost of microseconds.
+MIN_LEVELS, MIN_WIDTH, MIN_ROWS = 16, 32, 512
 
 _local = threading.local()
 _lock = threading.Lock()
@@ -126,8 +133,8 @@ def pad_tree(tree: Tree, num_points: Optional[int] = None) -> Tree:
     """T0 in a shared shape (module docstring): the smallest shape used before in this process
     that holds it within :data:`REUSE_FACTOR` times its bucketed slots — preferring one used
     with a sample size that holds ``num_points`` (the training points of the fit) — else its
-    bucketed shape (a compact layout: ``bucket`` of its levels and of its width; a complete
-    layout: its own depth). The tree itself inside :func:`exact_shapes`."""
+    bucketed shape (a compact layout: ``bucket`` of its levels and of its width, at least
+    :data:`MIN_LEVELS` and :data:`MIN_WIDTH`; a complete layout: its own depth). The tree itself inside :func:`exact_shapes`."""
     if not bucketing():
         return tree
     family, own = _family(tree), _bucketed_shape(tree)
@@ -149,21 +156,22 @@ def pad_tree(tree: Tree, num_points: Optional[int] = None) -> Tree:
 def sample_size(tree: Tree, num_points: int) -> int:
     """The row count to pad a sample of ``num_points`` points to, for (padded) ``tree``: the
     smallest size used before with a tree of this shape that holds it within
-    :data:`REUSE_FACTOR` times its bucket, else ``bucket(num_points)``; ``num_points`` itself
-    inside :func:`exact_shapes`."""
+    :data:`REUSE_FACTOR` times its bucket, else ``bucket(num_points)`` (at least
+    :data:`MIN_ROWS`); ``num_points`` itself inside :func:`exact_shapes`."""
     if not bucketing():
         return int(num_points)
     key = (_family(tree), _shape(tree))
     with _lock:
         used = _sample_sizes.setdefault(key, set())
         size = _reusable_size(used, num_points)
-        size = bucket(num_points) if size is None else size
+        size = max(bucket(num_points), MIN_ROWS) if size is None else size
         used.add(size)
     return size
 
 
 def _reusable_size(used, num_points: int) -> Optional[int]:
-    fits = [size for size in used if num_points <= size <= REUSE_FACTOR * bucket(num_points)]
+    most = REUSE_FACTOR * max(bucket(num_points), MIN_ROWS)
+    fits = [size for size in used if num_points <= size <= most]
     return min(fits) if fits else None
 
 
@@ -182,7 +190,7 @@ def _shape(tree: Tree) -> tuple:
 
 def _bucketed_shape(tree: Tree) -> tuple:
     if isinstance(tree.layout, CompactLayout):
-        return (bucket(tree.num_levels), bucket(tree.width))
+        return (max(bucket(tree.num_levels), MIN_LEVELS), max(bucket(tree.width), MIN_WIDTH))
     return _shape(tree)
 
 

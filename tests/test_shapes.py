@@ -31,6 +31,13 @@ def fresh_shapes():
     shapes.forget_shapes()
 
 
+@pytest.fixture
+def no_floors(monkeypatch):
+    """The bucket rule alone, without the floors of small shapes (tested on their own)."""
+    for name in ("MIN_LEVELS", "MIN_WIDTH", "MIN_ROWS"):
+        monkeypatch.setattr(shapes, name, 0)
+
+
 def real_slots(values, tree, padded):
     """The entries of per-node ``values`` of ``padded`` (a padded copy of ``tree``) at the
     slots of ``tree``: the same slot in a heap, ``(level, position)`` in a compact layout."""
@@ -97,8 +104,9 @@ def test_padded_compact_tree_gives_identical_weights(partition, precision):
             else jaxtree.dyadic_tree(X, max_depth=40, y=y, layout="compact"))
     assert isinstance(tree.layout, CompactLayout)
     padded = shapes.pad_tree(tree)
-    assert (padded.num_levels, padded.width) == (shapes.bucket(tree.num_levels),
-                                                 shapes.bucket(tree.width))
+    assert (padded.num_levels, padded.width) == (
+        max(shapes.bucket(tree.num_levels), shapes.MIN_LEVELS),
+        max(shapes.bucket(tree.width), shapes.MIN_WIDTH))
     assert padded.num_nodes > tree.num_nodes       # this tree's shape is not a bucket
     results = []
     for t in (tree, padded):
@@ -142,7 +150,7 @@ def test_complete_tree_keeps_its_depth_or_reuses_one_level_more():
     assert shapes.pad_tree(shallow) is shallow          # depth 7 would be 4x: not reused
 
 
-def test_used_shapes_are_reused_within_the_factor():
+def test_used_shapes_are_reused_within_the_factor(no_floors):
     X, y = _data(400, seed=3)
     big = jaxtree.cart_tree(X, y)
     small = jaxtree.cart_tree(X[:150], y[:150])
@@ -167,7 +175,7 @@ def test_used_shapes_are_reused_within_the_factor():
         assert shapes.pad_tree(small, 150) is small and shapes.sample_size(small, 150) == 150
 
 
-def test_bucketed_folds_give_identical_errors(precision):
+def test_bucketed_folds_give_identical_errors(precision, no_floors):
     # 203 points in 3 folds: exact validation parts of 68, 68 and 67 points; bucketed, the
     # sample is padded to 224 and every part to 75 slots
     X, y = _data(203, seed=2)
@@ -188,6 +196,19 @@ def test_bucketed_folds_give_identical_errors(precision):
     np.testing.assert_array_equal(errors_b, errors_e)
     assert np.asarray(errors_e).min() < np.asarray(errors_e).max()   # the grid matters here
 
+
+
+def test_small_problems_share_the_floor_shape():
+    # the five training parts of a 5-fold CV of 300 points grow CART trees of different levels
+    # and widths; each takes the floor shape, so one compiled program serves every fold
+    X, y = _data(300, seed=7)
+    masks = select.fold_masks(300, 5, seed=0)
+    trees = [jaxtree.cart_tree(X[m], y[m]) for m in masks]
+    assert len({(t.num_levels, t.width) for t in trees}) > 1
+    padded = [shapes.pad_tree(t, int(m.sum())) for t, m in zip(trees, masks)]
+    assert {(t.num_levels, t.width) for t in padded} == {(shapes.MIN_LEVELS, shapes.MIN_WIDTH)}
+    assert {shapes.sample_size(t, int(m.sum())) for t, m in zip(padded, masks)} == {
+        shapes.MIN_ROWS}
 
 def test_validation_slots():
     masks = select.fold_masks(10, 3)                      # parts of 4, 3, 3 points
