@@ -6,6 +6,7 @@
     python -m experiments.table2 --split spread            # T0 on the widest-spread coordinate
     python -m experiments.table2 --methods c1 pacbayes km optimistic   # a subset of the columns
     python -m experiments.table2 --potentials authors      # the authors' code's penalty
+    python -m experiments.table2 --merge a.json b.json     # one table of runs made apart
 
 Outputs go to ``experiments/results/table2[_quick][_spread].{md,csv,json}`` (``--out`` renames),
 saved after every dataset so that an interrupted run leaves a labelled partial table.
@@ -430,6 +431,27 @@ def write_results(records: list[dict], config: Config, stem: str, command: str,
     return md
 
 
+def merge_results(paths, stem: str, out_dir=RESULTS) -> pathlib.Path:
+    """Write ``<stem>.{md,csv,json}`` from the records of several runs' JSON files (one protocol,
+    different datasets): their commands are listed and their runtimes added."""
+    parts = [json.loads(pathlib.Path(path).read_text()) for path in paths]
+    records = [r for part in parts for r in part["runs"]]
+    metas = [part["meta"] for part in parts]
+    protocol = [{k: v for k, v in m["config"].items() if k != "datasets"} for m in metas]
+    if any(p != protocol[0] for p in protocol):
+        raise ValueError("the runs to merge differ in their protocol (config besides datasets)")
+    names = [n for m in metas for n in m["config"]["datasets"]]
+    config = Config(**{**{k: tuple(v) if isinstance(v, list) else v
+                          for k, v in metas[0]["config"].items()},
+                       "datasets": tuple(dict.fromkeys(names))})
+    command = "; ".join(m["command"] for m in metas) + "; then python -m experiments.table2 " \
+        "--merge " + " ".join(str(p) for p in paths)
+    commits = sorted({m["git_commit"] for m in metas})
+    return write_results(records, config, stem, command,
+                         sum(m["runtime_seconds"] for m in metas), out_dir,
+                         commit=", ".join(commits))
+
+
 def git_state() -> str:
     """The commit of the code that runs, with a warning when ``jaxtree/`` or ``experiments/``
     have uncommitted changes (empty outside a git checkout)."""
@@ -499,7 +521,14 @@ def main(argv=None):
     parser.add_argument("--out", default=None,
                         help="file stem in experiments/results (default table2, quick: "
                              "table2_quick)")
+    parser.add_argument("--merge", nargs="+", metavar="JSON",
+                        help="no fitting: write one table of these runs' .json files (runs of "
+                             "one protocol on different datasets, e.g. letter run apart)")
     args = parser.parse_args(argv)
+    if args.merge:
+        path = merge_results([pathlib.Path(p) for p in args.merge], args.out or "table2")
+        print(f"wrote {path} (+ .csv, .json)")
+        return
     make = quick_config if args.quick else full_config
     options = {"runs": args.runs, "methods": args.methods and tuple(args.methods),
                "potentials": args.potentials}
