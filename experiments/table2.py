@@ -454,12 +454,13 @@ def merge_results(paths, stem: str, out_dir=RESULTS) -> pathlib.Path:
 
 def git_state() -> str:
     """The commit of the code that runs, with a warning when ``jaxtree/`` or ``experiments/``
-    have uncommitted changes (empty outside a git checkout)."""
+    (results aside) have uncommitted changes (empty outside a git checkout)."""
     root = pathlib.Path(__file__).parent.parent
     try:
         commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True, cwd=root).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "jaxtree", "experiments"],
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "jaxtree", "experiments",
+                                ":!experiments/results"],
                                capture_output=True, text=True, cwd=root).stdout.strip()
     except OSError:
         return ""
