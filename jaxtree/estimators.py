@@ -145,12 +145,14 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         self._fit_tree(self.stats_, X, y)
 
     def predict_proba(self, X):
-        """``[n, L]`` class scores (columns in the order of ``classes_``)."""
+        """``[n, L]`` class probabilities (columns in the order of ``classes_``), each in
+        [0, 1] (the float rounding of a weighted sum can overshoot 1 by an ulp: clipped, since
+        scikit-learn's metrics refuse such a value)."""
         check_is_fitted(self)
         with _naming("X"):
             X = validate_data(self, X, reset=False, dtype=float_dtype())
         n = X.shape[0]
-        return np.asarray(self._scores(shapes.pad_rows(X, shapes.padded(n))))[:n]
+        return np.clip(np.asarray(self._scores(shapes.pad_rows(X, shapes.padded(n))))[:n], 0, 1)
 
     def predict(self, X):
         """``[n]`` predicted labels (values from ``classes_``)."""

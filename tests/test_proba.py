@@ -250,6 +250,23 @@ def test_estimator_selects_by_log_loss():
     assert (scores < 0).all()                  # negated log-losses, as scikit-learn reports
 
 
+
+def test_predict_proba_stays_in_the_unit_interval(monkeypatch):
+    # a weighted sum of node frequencies whose weights sum to 1 in float32 can overshoot 1 by an
+    # ulp (seen on spam); scikit-learn's log_loss refuses such a row, so predict_proba clips it
+    X, y, _, _ = small_problem(kd_tree)
+    est = jaxtree.PACBayesTreeClassifier(partition="kd", max_depth=4, lam1=1.0, lam2=1.0,
+                                         tune=None).fit(X, y)
+    exact = est.predict_proba(X)
+    overshoot = np.float32(1) + np.finfo(np.float32).eps
+    monkeypatch.setattr(type(est), "_scores", lambda self, X_: np.where(
+        np.arange(L) == 0, overshoot, np.float32(-1e-8)) * np.ones((len(X_), L), np.float32))
+    clipped = est.predict_proba(X)
+    assert clipped.max() == 1 and clipped.min() == 0
+    log_loss(y, clipped, labels=np.arange(L))                 # accepted
+    monkeypatch.undo()
+    np.testing.assert_array_equal(est.predict_proba(X), exact)
+
 @pytest.mark.slow
 def test_gradient_tuning_on_the_validation_log_loss():
     """At temperature 1 the smoothed loss of the predictive votes is the validation log-loss:
