@@ -289,7 +289,7 @@ def prepare_fold_trees(build: Callable, X, y, num_classes: int, train_masks,
     if valid_size is not None and valid_size < largest:
         raise ValueError(f"valid_size={valid_size} is smaller than the largest validation part "
                          f"({largest})")
-    X, y, weight = shapes.pad_sample(X, y, None, shapes.padded(len(y)))
+    X, y, weight = shapes.pad_sample(X, y, None, shapes.sample_size(trees, len(y)))
     masks = shapes.pad_fold_masks(masks, len(y))
     size = validation_slots(masks) if valid_size is None else int(valid_size)
     return _prepare_fold_trees(trees, jnp.asarray(X, trees.threshold.dtype), jnp.asarray(y),
