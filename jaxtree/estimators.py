@@ -265,7 +265,7 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
             return k
         masks = select.fold_masks(len(y), k, getattr(self, "random_state", 0))
         # one layout kind for every fold, so that the trees pad to one shape
-        layout = "complete" if getattr(self, "layout", "auto") == "complete" else "compact"
+        layout = "complete" if self._layout() == "complete" else "compact"
         return select.prepare_fold_trees(
             lambda X_part, y_part: TreeClassifierBase._build_tree(self, X_part, y_part, layout),
             X, y, len(self.classes_), masks)
@@ -288,7 +288,15 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
             else {}
         return builder(X, max_depth=None if depth is None else int(depth),
                        min_split=self.min_split, y=y, split=self.split,
-                       layout=layout or getattr(self, "layout", "auto"), **seed)
+                       layout=layout or self._layout(), **seed)
+
+    def _layout(self) -> str:
+        """T0's layout: the ``layout`` parameter, where ``"auto"`` means compact for a CART T0
+        (every grown tree has its own shape: one layout kind for all of them, the one the CV's
+        fold trees use, lets :mod:`jaxtree.shapes` share compiled programs between fits; a
+        shallow tree that a heap would hold in fewer bytes is small either way)."""
+        layout = getattr(self, "layout", "auto")
+        return "compact" if layout == "auto" and self.partition == "cart" else layout
 
 
 def estimator_classes() -> dict:
@@ -328,7 +336,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
       split: ``"spread"`` (default: the coordinate of widest interquartile range) or ``"cycle"``
         (coordinate ``depth mod D``, the paper's rule: on digit it never splits past the first
         coordinates, test error 0.55 against 0.19); KD and dyadic trees only.
-      layout: ``"auto"`` (the layout that takes less memory), ``"complete"`` (heap) or
+      layout: ``"auto"`` (the layout that takes less memory; always compact for a CART T0, so
+        that the trees of successive fits share compiled programs), ``"complete"`` (heap) or
         ``"compact"`` (levels padded to the widest; for trees hundreds of levels deep).
       lam1, lam2: λ1 (weight of training errors) and λ2 (weight of the concentration term);
         None (default): selected by ``tune``.
