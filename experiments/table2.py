@@ -329,6 +329,11 @@ def run_experiment(config: Config, show_progress: bool = True,
                                          progress=lambda key: bar.update(1))
             if on_dataset is not None:
                 on_dataset(records)
+            # the next dataset has other shapes: drop this one's compiled programs (a run that
+            # keeps all of them exhausts the process's memory maps, ~65k on Linux, and XLA's
+            # compiler then fails with "Cannot allocate memory" on letter)
+            jax.clear_caches()
+            shapes.forget_shapes()
     return records
 
 
