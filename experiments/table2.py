@@ -393,7 +393,7 @@ def markdown_table(records: list[dict], config: Config) -> str:
                                  "{:.3f} ± {:.3f}".format(*s["ratio"]))
             lines.append("| " + " | ".join(cells) + " |")
     lines += ["", "### Test error (mean ± std over runs)", ""]
-    head = ["dataset", "partition", "n train", "T0 depth / width"] + [
+    head = ["dataset", "partition", "n train", "T0 layout depth / width (padded)"] + [
         METHODS[m].label for m in config.methods]
     lines += ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name in names:
