@@ -26,9 +26,9 @@ three significant bits: 2, 4, 6, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 
 most 25 % of padding, 4 buckets per doubling (sizes 2000 to 4000 fall into 2048, 2560, 3072,
 3584 and 4096); below :data:`MIN_LEVELS`, :data:`MIN_WIDTH` and :data:`MIN_ROWS` a compact
 tree's levels and width and a sample's rows take the floor, so that the folds of a small
-cross-validation share one shape. A tree's levels and width and a sample's size grow together, so a fit at a new
-size would still often meet a new combination of buckets (crowd, 10 sizes from 2000 to 4000
-rows after a fit on 3000: 7 new combinations for CART T0s, 6 for dyadic, 4 for KD); hence
+cross-validation share one shape. A tree's levels and width and a sample's size grow together,
+so a fit at a new size would still often meet a new combination of buckets (crowd, 10 sizes
+from 2000 to 4000 rows after a fit on 3000: 7 new combinations for CART T0s, 6 for dyadic, 4 for KD); hence
 **shapes already used in this process are reused** when they hold the new tree and sample at
 most :data:`REUSE_FACTOR` (2) times the bucketed size in each of the tree's slots and the
 sample's rows (then 2, 3 and 3 new combinations): the smallest such shape wins, and a fit that
@@ -134,7 +134,8 @@ def pad_tree(tree: Tree, num_points: Optional[int] = None) -> Tree:
     that holds it within :data:`REUSE_FACTOR` times its bucketed slots — preferring one used
     with a sample size that holds ``num_points`` (the training points of the fit) — else its
     bucketed shape (a compact layout: ``bucket`` of its levels and of its width, at least
-    :data:`MIN_LEVELS` and :data:`MIN_WIDTH`; a complete layout: its own depth). The tree itself inside :func:`exact_shapes`."""
+    :data:`MIN_LEVELS` and :data:`MIN_WIDTH`; a complete layout: its own depth). The tree
+    itself inside :func:`exact_shapes`."""
     if not bucketing():
         return tree
     family, own = _family(tree), _bucketed_shape(tree)
@@ -164,14 +165,18 @@ def sample_size(tree: Tree, num_points: int) -> int:
     with _lock:
         used = _sample_sizes.setdefault(key, set())
         size = _reusable_size(used, num_points)
-        size = max(bucket(num_points), MIN_ROWS) if size is None else size
+        size = _sample_bucket(num_points) if size is None else size
         used.add(size)
     return size
 
 
+def _sample_bucket(num_points: int) -> int:
+    return max(bucket(num_points), MIN_ROWS)
+
+
 def _reusable_size(used, num_points: int) -> Optional[int]:
-    most = REUSE_FACTOR * max(bucket(num_points), MIN_ROWS)
-    fits = [size for size in used if num_points <= size <= most]
+    fits = [size for size in used
+            if num_points <= size <= REUSE_FACTOR * _sample_bucket(num_points)]
     return min(fits) if fits else None
 
 
