@@ -28,7 +28,8 @@ most 25 % of padding, 4 buckets per doubling (sizes 2000 to 4000 fall into 2048,
 tree's levels and width and a sample's rows take the floor, so that the folds of a small
 cross-validation share one shape. A tree's levels and width and a sample's size grow together,
 so a fit at a new size would still often meet a new combination of buckets (crowd, 10 sizes
-from 2000 to 4000 rows after a fit on 3000: 7 new combinations for CART T0s, 6 for dyadic, 4 for KD); hence
+from 2000 to 4000 rows after a fit on 3000: 7 new combinations for CART T0s, 6 for dyadic, 4
+for KD); hence
 **shapes already used in this process are reused** when they hold the new tree and sample at
 most :data:`REUSE_FACTOR` (2) times the bucketed size in each of the tree's slots and the
 sample's rows (then 2, 3 and 3 new combinations): the smallest such shape wins, and a fit that
