@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import math
 from typing import Optional
 
@@ -230,13 +231,21 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
             if not directions:
                 return
             fixed, mode = {**fixed, **given}, "grid"
-        data = {"folds": self._cv_folds(X, y)} if cv_data is None else cv_data()
+        if cv_data is None:
+            data = {"folds": self._cv_folds(X, y), "errors_fn": self._cv_errors_fn()}
+        else:
+            data = cv_data()
         self.best_params_, self.cv_results_ = select.tune(
             self.tree_, X, y, len(self.classes_), votes_fn, directions, mode,
             seed=getattr(self, "random_state", 0), fixed=fixed,
             init={name: v for name, v in values.items() if v is not None},
             base_grid=self._search_grid(), scoring=getattr(self, "scoring", "accuracy"),
             **data)
+
+    def _cv_errors_fn(self):
+        """The grid's error function (``errors_fn`` of :func:`jaxtree.select.paper_search`); None:
+        :func:`jaxtree.select.grid_errors`, the votes of every setting."""
+        return None
 
     def _search_grid(self):
         """The first-stage grid of every tuned parameter (default: the paper's
@@ -736,12 +745,21 @@ class PrunedTreeClassifier(TreeClassifierBase):
         if key is None:
             return None
         if key == "min_size_srm":
-            cap = prune.size_cap(self.stats_, self.tree_.internal, self.tree_.layout)
-            votes = prune.min_size_srm_votes_for(cap)
+            votes = prune.min_size_srm_votes_for(self._size_cap())
         else:
             votes = {"c1": prune.c1_votes, "sn": prune.sn_votes, "km": prune.km_votes,
                      "optimistic": prune.optimistic_votes}[key]
         return votes, ((prune.PENALTY[key], +1),)
+
+    def _cv_errors_fn(self):
+        if self._penalized() != "min_size_srm":
+            return None
+        # c only picks a size: one knapsack per fold, compiled once with the final fit's
+        return functools.partial(select.srm_grid_errors, max_size=self._size_cap())
+
+    def _size_cap(self) -> int:
+        """The static S of the min-size tables (:func:`jaxtree.prune.size_cap` of ``stats_``)."""
+        return prune.size_cap(self.stats_, self.tree_.internal, self.tree_.layout)
 
     def _fixed_params(self):
         key = self._penalized()
@@ -791,8 +809,7 @@ class PrunedTreeClassifier(TreeClassifierBase):
 
     def _min_size(self, tree, stats, holdout_err, c):
         table = prune.min_error_per_size(stats.errors, stats.total > 0, tree.internal,
-                                         prune.size_cap(stats, tree.internal, tree.layout),
-                                         holdout_err, tree.layout)
+                                         self._size_cap(), holdout_err, tree.layout)
         if self.selection == "cv":
             size = prune.holdout_select(table)
         else:

@@ -476,6 +476,8 @@ def min_error_per_size(errors: Array, nonempty: Array, internal: Array, max_size
     layout = resolve_layout(layout, errors)
     member = _membership(internal, layout)
     max_size = _checked_max_size(max_size, nonempty, internal, member)
+    if holdout_err is None:   # zeros, not None: one compiled program serves both calls
+        holdout_err = jnp.zeros_like(errors)
     return _min_error_per_size(errors, nonempty, internal, member, holdout_err, layout, max_size)
 
 
@@ -496,8 +498,6 @@ def _checked_max_size(max_size, nonempty, internal, member) -> int:
 def _min_error_per_size(errors, nonempty, internal, member, holdout_err, layout, max_size):
     split = member & jnp.asarray(internal, bool)
     leaf_size = (member & jnp.asarray(nonempty, bool)).astype(jnp.int32)
-    if holdout_err is None:
-        holdout_err = jnp.zeros_like(errors)
     # a node's largest size: its non-empty leaves (at least its own size as a leaf, for flags
     # that are not node statistics), capped at S
     largest = jnp.minimum(layout.up(leaf_size, jnp.zeros_like(leaf_size), split, jnp.maximum),
@@ -696,6 +696,31 @@ def srm_select(errors_per_size: Array, n, c, delta=0.05, log_num_tests=1.0) -> A
     bound = errors_per_size / n + c * jnp.sqrt(
         jnp.maximum(sizes * (jnp.log(4.0) + log_num_tests) + jnp.log(1 / delta), 0) / n)
     return jnp.argmin(jnp.where(jnp.isfinite(errors_per_size), bound, jnp.inf))
+
+
+@jax.jit
+def srm_holdout_errors(errors_per_size: Array, holdout_per_size: Array, num_samples: Array, c,
+                       delta, log_num_tests) -> Array:
+    """``[G, k]`` hold-out errors of the prunings SRM picks: for each of G settings and each of
+    k size tables, the hold-out errors (:attr:`SizeTable.holdout`) at the size
+    :func:`srm_select` chooses. A setting only chooses a size, so one table per sample serves
+    every setting (the CV curve of min-size pruning with SRM, :func:`jaxtree.select.srm_grid_errors`).
+
+    Args:
+      errors_per_size, holdout_per_size: ``[k, S+1]`` the tables' ``errors`` and ``holdout``.
+      num_samples: ``[k]`` each table's sample size n.
+      c, delta, log_num_tests: the settings (:func:`srm_select`), each broadcastable to
+        ``[G, k]`` (``[G, 1]``: per setting; ``[1, k]``: per table).
+    """
+    shape = (jnp.shape(c)[0], jnp.shape(num_samples)[0])
+    settings = [jnp.broadcast_to(v, shape) for v in (c, delta, log_num_tests)]
+
+    def pick(errors, holdout, n, c, delta, log_h):
+        return holdout[srm_select(errors, n, c, delta, log_h)]
+
+    per_table = jax.vmap(pick)
+    return jax.vmap(per_table, in_axes=(None, None, None, 0, 0, 0))(
+        errors_per_size, holdout_per_size, num_samples, *settings)
 
 
 @jax.jit

@@ -47,7 +47,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from jaxtree import shapes
+from jaxtree import prune, shapes
 from jaxtree.layout import CompleteLayout, pad_complete
 from jaxtree.pacbayes import node_votes, pacbayes_authors_log_weights, pacbayes_log_weights
 from jaxtree.stats import NodeStats, stats_from_paths
@@ -396,6 +396,59 @@ def grid_errors(tree: Tree, folds: Folds, votes_fn: Callable, grid: dict,
     errors = jax.lax.map(lambda p: fold_errors(tree, folds, votes_fn, p, scoring), settings,
                          batch_size=batch_size)
     return errors[:size]
+
+
+def srm_grid_errors(tree: Tree, folds: Folds, votes_fn: Callable, grid: dict,
+                    batch_size: Optional[int] = None, scoring: str = "accuracy", *,
+                    max_size: int) -> Array:
+    """:func:`grid_errors` of min-size pruning with SRM (``votes_fn``
+    :func:`jaxtree.prune.min_size_srm_votes`; ``grid`` of ``"c"``, with ``"delta"`` and
+    ``"log_num_tests"`` when given), without a grid of prunings: a setting only chooses a size,
+    so each fold's table of fewest training errors per size is computed once, its validation
+    errors carried along (:func:`jaxtree.prune.min_error_per_size`), and a setting's errors are
+    read off at the size SRM picks (:func:`jaxtree.prune.srm_holdout_errors`). The tables are
+    computed fold by fold by the program a final fit runs, so a tuned fit compiles the
+    knapsack once per tree shape, not a second time inside a ``vmap`` over settings.
+
+    Same result as :func:`grid_errors` (``scoring="accuracy"`` only, the hard vote a pruning
+    casts); ``votes_fn`` and ``batch_size`` are not used. ``max_size``: the tables' S, raised to
+    cover every fold's tree (:func:`jaxtree.prune.size_cap`).
+
+    Returns:
+      ``[G, k]`` float error counts (weighted by the validation weights).
+    """
+    if scoring != "accuracy":
+        raise ValueError(f"srm_grid_errors counts errors (scoring='accuracy'); got {scoring!r}")
+    k = folds.label.shape[0]
+    trees = [tree if folds.tree is None else jax.tree.map(lambda a, f=f: np.asarray(a)[f],
+                                                          folds.tree) for f in range(k)]
+    trains = [jax.tree.map(lambda a, f=f: np.asarray(a)[f], folds.train) for f in range(k)]
+    max_size = max([max_size] + [prune.size_cap(t, fold_tree.internal, fold_tree.layout)
+                                 for t, fold_tree in zip(trains, trees)])
+    holdout = np.asarray(_validation_errors(tree, folds))
+    tables = [prune.min_error_per_size(t.errors, t.total > 0, fold_tree.internal, max_size,
+                                       holdout[f], fold_tree.layout)
+              for f, (t, fold_tree) in enumerate(zip(trains, trees))]
+    per_setting = lambda v: np.asarray(v)[:, None]   # noqa: E731  [G] -> [G, 1]
+    log_h = (per_setting(grid["log_num_tests"]) if "log_num_tests" in grid else
+             np.array([[float(prune.log_num_tests_of(fold_tree)) for fold_tree in trees]]))
+    return prune.srm_holdout_errors(np.stack([t.errors for t in tables]),
+                                    np.stack([t.holdout for t in tables]),
+                                    np.stack([t.num_samples for t in trains]),
+                                    per_setting(grid["c"]),
+                                    per_setting(grid.get("delta", np.full(len(grid["c"]), 0.05))),
+                                    log_h)
+
+
+@jax.jit
+def _validation_errors(tree: Tree, folds: Folds) -> Array:
+    """``[k, nodes]`` each fold's (weighted) validation errors at every node, the node predicting
+    its label from the fold's training part."""
+    def one_fold(tree, train, path, on_path, label, weight):
+        valid = stats_from_paths(tree, path, on_path, label, train.num_classes, weight)
+        return prune.holdout_errors(valid.counts, train.label)
+
+    return over_folds(one_fold, tree, folds)
 
 
 def product_grid(values: dict, directions) -> dict:
