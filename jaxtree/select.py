@@ -1024,6 +1024,11 @@ def batch_fit_scores(tree: Tree, X: Array, y: Array, weight: Array, params: dict
     time). ``tree``, ``X``, ``y``, ``weight`` come from :func:`stack_problems`; ``votes_fn`` is
     the method (module docstring).
 
+    Every problem is fitted with ``num_classes`` classes. A problem with fewer classes gets the
+    same hard votes, but not the same posterior predictive (``params`` with ``"smoothing"``):
+    the smoothed frequencies spread α over all L classes (:func:`jaxtree.class_frequencies`).
+    Stack problems with one number of classes to reproduce their own fits.
+
     Example:
         The scores of the first two training points of each problem at λ1 = λ2 = 1:
 
