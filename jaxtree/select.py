@@ -259,7 +259,8 @@ def stack_trees(trees) -> Tree:
     else:
         depth = max(t.depth for t in trees)
         padded = [pad_complete(t, depth, t.num_features) for t in trees]
-    return jax.tree.map(lambda *a: jnp.stack(a), *padded)
+    # stacked on the host: jnp.stack would compile a program per field at a first fit
+    return jax.tree.map(lambda *a: np.stack(a), *padded)
 
 
 def prepare_fold_trees(build: Callable, X, y, num_classes: int, train_masks,
