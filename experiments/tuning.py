@@ -1,11 +1,12 @@
 """Grid search against gradient tuning of the PAC-Bayes constants on the seven datasets (KD tree).
 
-    python -m experiments.tuning [--seeds 0 1 2 3 4] [--steps 60] [--grid3] [--votes predictive|majority] [--out PATH]
+    python -m experiments.tuning [--seeds 0 1 2 3 4] [--steps 60] [--grid3]
+                                 [--votes predictive|majority] [--out PATH]
 
-For each dataset and each seed of ``--seeds``, one random split: 2000 test points and the paper's training size
-(Nguyen & Kpotufe 2018, Sec. 5; crowd has 10545 rows, so 8545). T0: KD tree, widest-spread
-splits, default depth, built on the training set. Every method uses the same 2-fold CV folds
-and scores what ``PACBayesTreeClassifier`` predicts by default: the argmax of the posterior
+For each dataset and each seed of ``--seeds``, one random split: 2000 test points and the
+paper's training size (Nguyen & Kpotufe 2018, Sec. 5; crowd has 10545 rows, so 8545). T0: KD
+tree, widest-spread splits, default depth, built on the training set. Every method uses the
+same 2-fold CV folds and scores what ``PACBayesTreeClassifier`` predicts by default: the argmax of the posterior
 predictive (node frequencies smoothed by ½; ``--votes majority``: the paper's vote of hard
 labels):
 

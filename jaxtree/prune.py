@@ -704,7 +704,8 @@ def srm_holdout_errors(errors_per_size: Array, holdout_per_size: Array, num_samp
     """``[G, k]`` hold-out errors of the prunings SRM picks: for each of G settings and each of
     k size tables, the hold-out errors (:attr:`SizeTable.holdout`) at the size
     :func:`srm_select` chooses. A setting only chooses a size, so one table per sample serves
-    every setting (the CV curve of min-size pruning with SRM, :func:`jaxtree.select.srm_grid_errors`).
+    every setting (the CV curve of min-size pruning with SRM,
+    :func:`jaxtree.select.srm_grid_errors`).
 
     Args:
       errors_per_size, holdout_per_size: ``[k, S+1]`` the tables' ``errors`` and ``holdout``.
