@@ -6,9 +6,9 @@
 For each dataset and each seed of ``--seeds``, one random split: 2000 test points and the
 paper's training size (Nguyen & Kpotufe 2018, Sec. 5; crowd has 10545 rows, so 8545). T0: KD
 tree, widest-spread splits, default depth, built on the training set. Every method uses the
-same 2-fold CV folds and scores what ``PACBayesTreeClassifier`` predicts by default: the argmax of the posterior
-predictive (node frequencies smoothed by ½; ``--votes majority``: the paper's vote of hard
-labels):
+same 2-fold CV folds and scores what ``PACBayesTreeClassifier`` predicts by default: the
+argmax of the posterior predictive (node frequencies smoothed by ½; ``--votes majority``: the
+paper's vote of hard labels):
 
 * **grid**: the paper's protocol (:func:`jaxtree.select.paper_search`): 100 + 100 settings of
   (λ1, λ2);
