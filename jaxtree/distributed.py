@@ -68,13 +68,13 @@ Example:
     >>> results = launch.check(launch.launch([sys.executable, "-c", worker], num_processes=2))
     >>> for result in results:
     ...     print(result.stdout.splitlines()[-1])
-    [0.003 0.003 0.003 0.003 1.    1.    1.    1.   ]
-    [0.003 0.003 0.003 0.003 1.    1.    1.    1.   ]
+    [0.282 0.282 0.328 0.328 0.899 0.899 0.899 0.899]
+    [0.282 0.282 0.328 0.328 0.899 0.899 0.899 0.899]
     >>> X = np.arange(8.0)[:, None]
     >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
     >>> one = jaxtree.PACBayesTreeClassifier(max_depth=2, lam1=4.0, lam2=1.0).fit(X, y)
     >>> print(one.predict_proba(X)[:, 1].round(3))
-    [0.003 0.003 0.003 0.003 1.    1.    1.    1.   ]
+    [0.282 0.282 0.328 0.328 0.899 0.899 0.899 0.899]
 """
 
 from __future__ import annotations

@@ -430,7 +430,7 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         >>> model.predict(X).tolist(), model.score(X, y)
         ([0, 0, 0, 0, 1, 1, 1, 1], 0.875)
         >>> print(np.asarray(model.predict_proba(X[:1])).round(3))
-        [[0.997 0.003]]
+        [[0.718 0.282]]
     """
 
     def __init__(self, partition="cart", max_depth=None, min_split=2, split="spread",
