@@ -26,7 +26,15 @@ SLOW_FLOAT64 = {
 }
 
 
+#: variants of a parametrized test that cost 30+ s each, whose other variants run by default:
+#: the tutorials of the theorist and the JAX user (the practitioner's page runs by default).
+SLOW_VARIANTS = {
+    "tests/test_docs.py::test_tutorial_code_runs_and_prints_what_the_page_says[theorist]",
+    "tests/test_docs.py::test_tutorial_code_runs_and_prints_what_the_page_says[jax]",
+}
+
+
 def pytest_collection_modifyitems(items):
     for item in items:
-        if item.nodeid in SLOW_FLOAT64:
+        if item.nodeid in SLOW_FLOAT64 | SLOW_VARIANTS:
             item.add_marker(pytest.mark.slow)

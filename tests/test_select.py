@@ -131,6 +131,7 @@ def test_ties_go_to_the_simpler_model():
     assert float(result.best_params["lam2"]) == pytest.approx(2 * 2.0 ** 6)
 
 
+@pytest.mark.slow   # 30 s; stack_problems and batch_fit_scores run in experiments.tuning too
 def test_batched_problems_equal_one_by_one():
     problems = [_problem(0), _problem(1, 120, 2, DEPTH - 1), _problem(2)]
     trees, Xs, ys = zip(*problems)
@@ -179,6 +180,7 @@ def test_gradient_tuning_is_finite_and_lowers_the_loss(precision):
         assert np.isfinite(values).all()
 
 
+@pytest.mark.slow   # 90 s; the default run tunes by gradient in the two tests around it
 def test_gradient_tuning_leaves_a_flat_start(precision):
     """From λ1 = λ2 = 1 with a large penalty the vote is the root's majority label with weight
     1 − 1e-12: the old smoothed 0-1 loss has a gradient of 0 there; the log-loss moves, and the
@@ -276,7 +278,7 @@ def test_estimator_grows_cart_t0_per_fold():
 
 
 
-@pytest.mark.parametrize("method", ["c1", "hs"])
+@pytest.mark.parametrize("method", ["c1", pytest.param("hs", marks=pytest.mark.slow)])
 def test_baselines_grow_cart_t0_per_fold(method):
     X, y, masks, _ = _planted()
     y = np.minimum(y, 1)                                       # HSVoteClassifier: binary only

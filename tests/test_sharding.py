@@ -64,6 +64,7 @@ SCRIPT = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow   # 50 s (a subprocess with 8 host devices); the in-process mesh test stays
 def test_eight_devices_match_one_device():
     env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=8",
                JAX_PLATFORMS="cpu")
