@@ -23,14 +23,18 @@ SLOW_FLOAT64 = {
     "tests/test_shapes.py::test_bucketed_folds_give_identical_errors[float64]",
     "tests/test_compact.py::test_random_trees_agree[float64-0]",
     "tests/test_compact.py::test_real_data_trees_agree[float64-kd_tree-8]",
+    "tests/test_select.py::test_grid_errors_equal_plain_loop[float64]",
+    "tests/test_pacbayes.py::test_path_sum_on_real_trees[float64-wine-kd_tree-8]",
 }
 
 
-#: variants of a parametrized test that cost 30+ s each, whose other variants run by default:
-#: the tutorials of the theorist and the JAX user (the practitioner's page runs by default).
+#: variants of a parametrized test that cost 15+ s each, whose other variants (or neighbours) run
+#: by default: the tutorials of the theorist and the JAX user (the practitioner's page runs).
 SLOW_VARIANTS = {
     "tests/test_docs.py::test_tutorial_code_runs_and_prints_what_the_page_says[theorist]",
     "tests/test_docs.py::test_tutorial_code_runs_and_prints_what_the_page_says[jax]",
+    # the theory potentials' padding (17 s); the practical ones' runs by default
+    "tests/test_shapes.py::test_theory_potentials_ignore_padding[float32]",
 }
 
 
