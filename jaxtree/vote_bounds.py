@@ -151,7 +151,8 @@ class OOBStats:
 
 
 def _rate(count, size):
-    size = jnp.asarray(size)
+    dtype = jnp.result_type(float)  # float64 under x64 (int32 / int32 would give float32)
+    count, size = jnp.asarray(count, dtype), jnp.asarray(size, dtype)
     return jnp.where(size > 0, count / jnp.maximum(size, 1), 0.0)
 
 
@@ -340,6 +341,7 @@ def certificate_at(stats: OOBStats, rho, delta=0.05) -> ForestCertificate:
         delta=jnp.asarray(delta, rho.dtype))
 
 
+_certificate_at = jax.jit(certificate_at)
 WEIGHTS = ("uniform", "first_order", "tandem", "bound")
 
 
@@ -347,7 +349,7 @@ def forest_certificate(oob_mask, predictions, y, delta=0.05,
                        weights: Union[str, np.ndarray] = "uniform") -> ForestCertificate:
     """Both out-of-bag bounds on a forest's majority vote, for weights chosen as asked.
 
-    Computed in float64 (``jax.enable_x64`` for this call).
+    Computed in float64 (``jax.enable_x64`` for this call); the fields are NumPy float64.
 
     Args:
       oob_mask: ``[m, n]`` bool, point i out of bag for tree h.
@@ -377,10 +379,12 @@ def forest_certificate(oob_mask, predictions, y, delta=0.05,
         stats = oob_statistics(np.asarray(oob_mask, bool), np.asarray(predictions),
                                np.asarray(y))
         if not isinstance(weights, str):
-            return certificate_at(stats, weights / weights.sum(), delta)
-        if weights == "uniform":
-            return certificate_at(stats, np.full(m, 1.0 / m), delta)
-        names = ("first_order", "tandem") if weights == "bound" else (weights,)
-        certificates = [certificate_at(stats, optimize_rho(stats, name, delta), delta)
-                        for name in names]
-        return min(certificates, key=lambda c: float(jnp.minimum(c.first_order, c.tandem)))
+            rhos = [weights / weights.sum()]
+        elif weights == "uniform":
+            rhos = [np.full(m, 1.0 / m)]
+        else:
+            names = ("first_order", "tandem") if weights == "bound" else (weights,)
+            rhos = [optimize_rho(stats, name, delta) for name in names]
+        certificates = [jax.tree.map(np.asarray, _certificate_at(stats, rho, delta))
+                        for rho in rhos]
+    return min(certificates, key=lambda c: min(c.first_order, c.tandem))
