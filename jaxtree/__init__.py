@@ -24,6 +24,7 @@ from jaxtree.engine import (PruningProcess, best_pruning, best_pruning_and_cost,
                             tree_membership)
 from jaxtree.estimators import ObliqueTreeClassifier, PACBayesTreeClassifier
 from jaxtree.estimators import HSVoteClassifier, PrunedTreeClassifier
+from jaxtree.inspect import export_text, feature_importances, plot_tree
 from jaxtree.hsvote import hs_log_weights, hs_node_estimates, hs_potentials, hs_vote
 from jaxtree.layout import CompleteLayout
 from jaxtree.prune import (c1_leaf_cost, holdout_errors, km_pruning, local_test_pruning,
@@ -55,6 +56,8 @@ __all__ = [
     # estimators (scikit-learn style)
     "PACBayesTreeClassifier", "PrunedTreeClassifier", "HSVoteClassifier", "ObliqueTreeClassifier",
     "NotFittedError", "load",
+    # inspecting a fitted model
+    "feature_importances", "export_text", "plot_tree",
     # trees
     "Tree", "route", "leaf_of", "kd_tree", "dyadic_tree", "cart_tree",
     "oblique_tree", "fat", "node_margins", "margin_bound", "tree_margin_bound", "twoing",

@@ -166,6 +166,13 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         from jaxtree import persist
         persist.save(self, path)
 
+    @property
+    def feature_importances_(self):
+        """``[n_features_in_]`` impurity decreases weighted by the probability that the model
+        uses each split, summing to 1 (:func:`jaxtree.inspect.feature_importances`)."""
+        from jaxtree.inspect import feature_importances
+        return feature_importances(self)
+
     # -----------------------------------------------------------------------------------------
     def _validate_fit_input(self, X, y):
         """scikit-learn's checks, X first and then y, so that a message says which is wrong;
