@@ -22,6 +22,7 @@ from jaxtree.engine import (PruningProcess, best_pruning, best_pruning_and_cost,
                             local_offsets, log_partition, log_weights_from_offsets,
                             pruning_process, pruning_process_from_offsets, subtree_log_weights,
                             tree_membership)
+from jaxtree.fitting import FittedTree, fit, predict_proba
 from jaxtree.estimators import ObliqueTreeClassifier, PACBayesTreeClassifier
 from jaxtree.estimators import HSVoteClassifier, PrunedTreeClassifier
 from jaxtree.hsvote import hs_log_weights, hs_node_estimates, hs_potentials, hs_vote
@@ -55,6 +56,8 @@ __all__ = [
     # estimators (scikit-learn style)
     "PACBayesTreeClassifier", "PrunedTreeClassifier", "HSVoteClassifier", "ObliqueTreeClassifier",
     "NotFittedError", "load",
+    # the whole fit as one pure function
+    "fit", "predict_proba", "FittedTree",
     # trees
     "Tree", "route", "leaf_of", "kd_tree", "dyadic_tree", "cart_tree",
     "oblique_tree", "fat", "node_margins", "margin_bound", "tree_margin_bound", "twoing",
