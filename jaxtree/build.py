@@ -282,11 +282,12 @@ def median_rule(low, high, largest, below, has_below, xp=np):
     (more than half the points share it), which would send every point left; the threshold is
     then the midpoint between ``below`` (the largest value under ``largest``, where
     ``has_below``) and ``largest``, so the tied values go right. A node whose values are all
-    equal keeps the median (its right child is empty).
+    equal keeps the median (its right child is empty). ``xp``: the array module (NumPy, or
+    ``jax.numpy`` in :mod:`jaxtree.grow`).
     """
     median = (low + high) / 2
     degenerate = (median >= largest) & has_below
-    return np.where(degenerate, (below + largest) / 2, median)
+    return xp.where(degenerate, (below + largest) / 2, median)
 
 
 def spread_rule(quartile1, quartile3, smallest, largest, xp=np):
