@@ -15,6 +15,7 @@ go through ``jaxtree.subtree_log_weights(phi, tree.internal, layout=tree.layout)
 
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.cart import cart_tree
+from jaxtree.grow import GrowConfig, GrowInfo, grow_tree
 from jaxtree.certificate import (Certificate, pacbayes_certificate, pacbayes_theory_certificate,
                                  prunings_kl, tune_by_bound)
 from jaxtree.compact import CompactLayout
@@ -60,6 +61,7 @@ __all__ = [
     "fit", "predict_proba", "FittedTree",
     # trees
     "Tree", "route", "leaf_of", "kd_tree", "dyadic_tree", "cart_tree",
+    "GrowConfig", "GrowInfo", "grow_tree",
     "oblique_tree", "fat", "node_margins", "margin_bound", "tree_margin_bound", "twoing",
     # layouts
     "CompleteLayout", "CompactLayout",
