@@ -373,9 +373,14 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         settings = dict(num_classes=self._num_stat_classes(), partition=self.partition,
                         max_depth=depth, min_split=self.min_split, split=self.split,
                         bins=getattr(self, "bins", None), cv=getattr(self, "cv", 2),
-                        lam1=1.0, lam2=1.0, tune=None,
+                        lam1=1.0, lam2=1.0, tune=None, random_state=self._tie_seed(),
                         cv_trees=getattr(self, "cv_trees", "shared"))
         return fitting.fit_config(X.shape[0], X.shape[1], **{**settings, **options})
+
+    def _tie_seed(self) -> int:
+        """The seed of a CART T0's ties between features: ``random_state`` when an int."""
+        seed = getattr(self, "random_state", 0)
+        return int(seed) if isinstance(seed, (int, np.integer)) else 0
 
     def _key(self):
         """The ``jax.random`` key of ``random_state`` (an int, None or a NumPy generator as

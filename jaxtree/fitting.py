@@ -229,7 +229,7 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
         max_features: Optional[int] = None, lam1=None, lam2=None,
         potentials: str = "practical", delta=0.05, smoothing=DEFAULT_SMOOTHING,
         proba: str = "predictive", scoring: str = "accuracy", tune: Optional[str] = "auto",
-        cv: int = 2, cv_trees: str = "auto") -> FittedTree:
+        cv: int = 2, cv_trees: str = "auto", random_state: int = 0) -> FittedTree:
     """Fit a PAC-Bayes tree (Nguyen & Kpotufe 2018) on ``(X, y)``: one pure function.
 
     Grows T0, counts, tunes the λ's left None by the paper's two-stage CV grid and forms the
@@ -266,6 +266,8 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
       cv: number of CV folds.
       cv_trees: ``"auto"`` (a CART T0 is grown anew on each fold's training part, a KD or
         dyadic one is shared), ``"shared"`` or ``"per_fold"``.
+      random_state: the seed of a CART T0's ties between features (static; ``key`` draws the
+        rest).
 
     Returns:
       :class:`FittedTree`.
@@ -289,7 +291,7 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
                         max_depth=max_depth, min_split=min_split, split=split, width=width,
                         bins=bins, criterion=criterion, max_features=max_features, lam1=lam1,
                         lam2=lam2, potentials=potentials, proba=proba, scoring=scoring,
-                        tune=tune, cv=cv, cv_trees=cv_trees)
+                        tune=tune, cv=cv, cv_trees=cv_trees, random_state=random_state)
     check_smoothing(smoothing)
     return fit_with_config(X, y, weight, key, config, lam1=lam1, lam2=lam2, delta=delta,
                            smoothing=smoothing)
@@ -300,7 +302,7 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
                criterion: str = "gini", max_features=None, lam1=None, lam2=None,
                potentials: str = "practical", proba: str = "predictive",
                scoring: str = "accuracy", tune: Optional[str] = "auto", cv: int = 2,
-               cv_trees: str = "auto") -> FitConfig:
+               cv_trees: str = "auto", random_state: int = 0) -> FitConfig:
     """The :class:`FitConfig` of :func:`fit`'s options for a sample of ``num_rows`` rows (the
     padded shape: the defaults of depth and width follow it). Raises ValueError naming a bad
     option."""
@@ -333,10 +335,9 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
                       width=default_width(num_rows, min_split, int(depth)) if width is None
                       else width,
                       min_split=int(min_split), split=split, criterion=criterion,
-                      bins=(DEFAULT_BINS if bins is None else bins) if partition == "cart"
-                      else None,
-                      max_features=max_features, num_classes=num_classes)
-    check_grow_config(grow, num_features)
+                      bins=DEFAULT_BINS if bins is None else bins, max_features=max_features,
+                      num_classes=num_classes, random_state=random_state)
+    check_grow_config(grow)
     per_fold = cv_trees == "per_fold" or (cv_trees == "auto" and partition == "cart")
     return FitConfig(grow=grow, potentials=potentials, proba=proba, tuned=tuned, cv=int(cv),
                      per_fold_trees=per_fold, scoring=scoring)

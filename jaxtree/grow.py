@@ -214,7 +214,7 @@ def _grow(X, y, weight, key, config: GrowConfig):
         threshold = jnp.where(splits, threshold, 0).astype(dtype)
         pos = _route_rows(Z, pos, splits, rank, feature, threshold)
         cells = _child_cells(cells, splits, rank, feature, threshold)
-        return (pos, cells, capped + over.sum()), (splits, feature, threshold)
+        return (pos, cells, capped + over.sum(dtype=jnp.int32)), (splits, feature, threshold)
 
     start = jnp.where(live, 0, W).astype(jnp.int32)
     cells = (jnp.zeros((W, dims), dtype), jnp.ones((W, dims), dtype))
@@ -275,8 +275,8 @@ def _child_cells(cells, splits, rank, feature, threshold):
     lo, hi = cells
     W = splits.shape[0]
     target = jnp.where(splits, 2 * rank, W)
-    parent = jnp.zeros(W, jnp.int32).at[target].set(jnp.arange(W), mode="drop")
-    parent = parent.at[target + 1].set(jnp.arange(W), mode="drop")
+    parent = jnp.zeros(W, jnp.int32).at[target].set(jnp.arange(W, dtype=jnp.int32), mode="drop")
+    parent = parent.at[target + 1].set(jnp.arange(W, dtype=jnp.int32), mode="drop")
     right = jnp.arange(W) % 2 == 1
     f, t = feature[parent], threshold[parent]
     rows = jnp.arange(W)
