@@ -188,6 +188,10 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
             weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
                                           ensure_non_negative=True)
         class_weight = getattr(self, "class_weight", None)
+        if not (class_weight is None or class_weight == "balanced"
+                or isinstance(class_weight, dict)):
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict {{label: "
+                             f"weight}}; got {class_weight!r}")
         if class_weight is not None:
             with _naming("class_weight"):
                 weight = weight * compute_sample_weight(class_weight, y)

@@ -319,6 +319,10 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
     names = ("lam1",) if potentials == "theory" else ("lam1", "lam2")
     given = {"lam1": lam1, "lam2": lam2}
     tuned = tuple(name for name in names if given[name] is None)
+    for name in names:
+        value = given[name]
+        if value is not None and not isinstance(value, jax.core.Tracer) and not value > 0:
+            raise ValueError(f"{name} must be > 0 (or None to select it by CV); got {value!r}")
     if tuned and (tune is None or potentials == "theory"):
         raise ValueError(f"{' and '.join(tuned)} must be given with tune=None or "
                          f"potentials='theory'; got None")
@@ -329,8 +333,8 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
         raise ValueError(f"min_split must be an int >= 2; got {min_split!r}")
     depth = default_max_depth(partition, num_rows, num_features) if max_depth is None \
         else max_depth
-    if not isinstance(depth, (int, np.integer)) or depth < 1:
-        raise ValueError(f"max_depth must be a positive int or None; got {max_depth!r}")
+    if not isinstance(depth, (int, np.integer)) or depth < 0:
+        raise ValueError(f"max_depth must be an int >= 0 or None; got {max_depth!r}")
     grow = GrowConfig(partition=partition, max_depth=int(depth),
                       width=default_width(num_rows, min_split, int(depth)) if width is None
                       else width,

@@ -223,7 +223,7 @@ def test_bad_sample_weights_raise_value_errors():
         model().fit(X, y, sample_weight=np.ones(3))
     with pytest.raises(ValueError, match="sample_weight"):
         model().fit(X, y, sample_weight=-np.ones(len(y)))
-    with pytest.raises(ValueError, match="positive sum"):
+    with pytest.raises(ValueError, match="sample_weight"):
         model().fit(X, y, sample_weight=np.zeros(len(y)))
     with pytest.raises(ValueError, match="certify"):
         model(certify=True).fit(X, y, sample_weight=np.full(len(y), 0.5))

@@ -194,7 +194,8 @@ def test_whole_fit_lowers_for_accelerators(batched):
     ({"tune": None}, "lam1"),
     ({"cv": 1}, "cv"),
     ({"min_split": 1}, "min_split"),
-    ({"max_depth": 0}, "max_depth"),
+    ({"max_depth": -1}, "max_depth"),
+    ({"lam1": -1.0, "lam2": 1.0}, "lam1"),
     ({"cv_trees": "some"}, "cv_trees"),
     ({"smoothing": -1.0}, "smoothing"),
 ])
