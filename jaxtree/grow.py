@@ -207,14 +207,14 @@ def _grow(X, y, weight, key, config: GrowConfig):
             candidate &= (counts > 0).sum(axis=1) > 1
         feature, threshold, found = split_rule(pos, cells, depth, candidate)
         splits = candidate & found
-        rank = jnp.cumsum(splits) - 1
+        rank = jnp.cumsum(splits, dtype=jnp.int32) - 1
         over = splits & (rank >= W // 2)
         splits &= ~over
         feature = jnp.where(splits, feature, 0).astype(jnp.int32)
         threshold = jnp.where(splits, threshold, 0).astype(dtype)
         pos = _route_rows(Z, pos, splits, rank, feature, threshold)
         cells = _child_cells(cells, splits, rank, feature, threshold)
-        return (pos, cells, capped + over.sum()), (splits, feature, threshold)
+        return (pos, cells, capped + over.sum(dtype=jnp.int32)), (splits, feature, threshold)
 
     start = jnp.where(live, 0, W).astype(jnp.int32)
     cells = (jnp.zeros((W, dims), dtype), jnp.ones((W, dims), dtype))
@@ -275,8 +275,9 @@ def _child_cells(cells, splits, rank, feature, threshold):
     lo, hi = cells
     W = splits.shape[0]
     target = jnp.where(splits, 2 * rank, W)
-    parent = jnp.zeros(W, jnp.int32).at[target].set(jnp.arange(W), mode="drop")
-    parent = parent.at[target + 1].set(jnp.arange(W), mode="drop")
+    index = jnp.arange(W, dtype=jnp.int32)
+    parent = jnp.zeros(W, jnp.int32).at[target].set(index, mode="drop")
+    parent = parent.at[target + 1].set(index, mode="drop")
     right = jnp.arange(W) % 2 == 1
     f, t = feature[parent], threshold[parent]
     rows = jnp.arange(W)
@@ -290,7 +291,7 @@ def _layout(split):
     the ``k``-th split node at ``2k, 2k + 1``; padding hangs below the level's first leaf, as
     :meth:`CompactLayout.from_levels` places them."""
     levels, W = split.shape
-    rank = jnp.cumsum(split, axis=1) - 1
+    rank = jnp.cumsum(split, axis=1, dtype=jnp.int32) - 1
     child_pos = jnp.where(split, 2 * rank, 0).astype(jnp.int32)
 
     def parents(above, above_rank):
