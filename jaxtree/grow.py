@@ -319,38 +319,72 @@ def _split_rule(Z, y, weight, config: GrowConfig, key):
 
     if config.partition == "cart":
         return _cart_rule(Z, y, weight, config, allowed)
+    order = None if config.partition == "dyadic" and config.split == "cycle" else \
+        _column_order(Z)
 
     def rule(pos, cells, depth, candidate):
         if config.split == "cycle":
             feature = jnp.full(W, depth % dims, jnp.int32)
         else:
-            feature = _widest_spread(Z, weight, pos, W, allowed(depth))
+            feature = _widest_spread(Z, order, weight, pos, W, allowed(depth))
         if config.partition == "dyadic":
             lo, hi = cells
             f = feature[:, None]
             threshold = (jnp.take_along_axis(lo, f, 1) + jnp.take_along_axis(hi, f, 1))[:, 0] / 2
         else:
-            threshold = _median_thresholds(Z, weight, pos, feature, W)
+            threshold = _median_thresholds(Z, order, weight, pos, feature, W)
         return feature, threshold, jnp.ones(W, bool)
 
     return rule
 
 
-def _sorted_segments(pos, value, weight, W):
-    """Rows sorted by (position, value): ``(values [n], cumulative weight [n], weight before each
-    position [W], weight at each position [W])``."""
-    pos, value, weight = jax.lax.sort((pos, value, weight), num_keys=2)
-    cumulative = jnp.cumsum(weight)
-    bounds = jnp.searchsorted(pos, jnp.arange(W + 1, dtype=pos.dtype), side="left")
+def _sortable(x):
+    """Integers in the order of the floats ``x`` (their bits, negatives' magnitude bits flipped;
+    the map is its own inverse): XLA sorts a lone integer array several times faster than floats
+    or several arrays."""
+    itype = jnp.int32 if x.dtype == jnp.float32 else jnp.int64
+    bits = jax.lax.bitcast_convert_type(x, itype)
+    return bits ^ ((bits >> (8 * x.dtype.itemsize - 1)) & jnp.iinfo(itype).max)
+
+
+def _column_order(Z):
+    """``(rank [D, n] int32, values [D, n])``: each value's rank in its column (equal values share
+    the rank of the first) and every column sorted."""
+    keys = _sortable(Z).T
+    ordered = jnp.sort(keys, axis=1)
+    rank = jax.vmap(lambda o, k: jnp.searchsorted(o, k, side="left"))(ordered, keys)
+    values = jax.lax.bitcast_convert_type(_sortable(jax.lax.bitcast_convert_type(
+        ordered, Z.dtype)), Z.dtype)
+    return rank.astype(jnp.int32), values
+
+
+def _segments(pos, rank, weight, W):
+    """Rows sorted by (position, rank): ``(sorted ranks [n], cumulative weight [n], weight before
+    each position [W], weight at each position [W])``. One integer sort of ``pos * n + rank``
+    when it fits in the index type, else a sort on two keys. Equal keys are one run whose weight
+    the cumulative sum adds at its first row, so a search in it lands on a run's first row."""
+    n = pos.shape[0]
+    if (W + 1) * n <= jnp.iinfo(pos.dtype).max:
+        key = pos * n + rank
+        ordered = jnp.sort(key)
+        first = jnp.searchsorted(ordered, key, side="left")
+        cumulative = jnp.cumsum(jax.ops.segment_sum(weight, first, num_segments=n))
+        bounds = jnp.searchsorted(ordered, jnp.arange(W + 1, dtype=key.dtype) * n, side="left")
+        ranks = ordered % n
+    else:
+        pos, ranks, weight = jax.lax.sort((pos, rank, weight), num_keys=2)
+        cumulative = jnp.cumsum(weight)
+        bounds = jnp.searchsorted(pos, jnp.arange(W + 1, dtype=pos.dtype), side="left")
     before = jnp.concatenate([jnp.zeros(1, cumulative.dtype), cumulative])[bounds]
-    return value, cumulative, before[:-1], before[1:] - before[:-1]
+    return ranks, cumulative, before[:-1], before[1:] - before[:-1]
 
 
-def _order_statistic(value, cumulative, before, rank):
-    """``[W]`` the value of weighted rank ``rank`` (0-based) at each position: the first sorted
-    row whose cumulative weight passes ``before + rank`` (an integer weight k: k copies)."""
+def _order_statistic(ranks, cumulative, before, rank):
+    """``[W]`` the column rank of the value of weighted rank ``rank`` (0-based) at each position:
+    the first sorted row whose cumulative weight passes ``before + rank`` (an integer weight k:
+    k copies)."""
     index = jnp.searchsorted(cumulative, before + rank, side="right")
-    return value[jnp.minimum(index, value.shape[0] - 1)]
+    return ranks[jnp.minimum(index, ranks.shape[0] - 1)]
 
 
 def _segment_extreme(value, pos, W, largest: bool):
@@ -359,14 +393,16 @@ def _segment_extreme(value, pos, W, largest: bool):
     return reduce(value, pos, num_segments=W + 1)[:W]
 
 
-def _median_thresholds(Z, weight, pos, feature, W):
+def _median_thresholds(Z, order, weight, pos, feature, W):
     """``[W]`` the KD threshold (:func:`jaxtree.build.median_rule`) of each position from the
     weighted order statistics of its rows' values in its split feature."""
+    rank, values = order
     f = jnp.concatenate([feature, jnp.zeros(1, feature.dtype)])[pos]
     value = jnp.take_along_axis(Z, f[:, None], axis=1)[:, 0]
-    ordered, cumulative, before, count = _sorted_segments(pos, value, weight, W)
-    low = _order_statistic(ordered, cumulative, before, jnp.floor((count - 1) / 2))
-    high = _order_statistic(ordered, cumulative, before, jnp.floor(count / 2))
+    ranks, cumulative, before, count = _segments(pos, rank[f, jnp.arange(pos.shape[0])], weight,
+                                                 W)
+    low = values[feature, _order_statistic(ranks, cumulative, before, jnp.floor((count - 1) / 2))]
+    high = values[feature, _order_statistic(ranks, cumulative, before, jnp.floor(count / 2))]
     largest = _segment_extreme(value, pos, W, True)
     under = jnp.where(value < jnp.concatenate([largest, jnp.full(1, -jnp.inf)])[pos], value,
                       -jnp.inf)
@@ -374,16 +410,16 @@ def _median_thresholds(Z, weight, pos, feature, W):
     return median_rule(low, high, largest, below, below > -jnp.inf, xp=jnp)
 
 
-def _widest_spread(Z, weight, pos, W, allowed):
+def _widest_spread(Z, order, weight, pos, W, allowed):
     """``[W]`` the :func:`jaxtree.build.spread_rule` coordinate of each position among the
     ``allowed`` ``[W, D]`` ones, from weighted quartiles (one sort per coordinate)."""
-    def quartiles(column):
-        ordered, cumulative, before, count = _sorted_segments(pos, column, weight, W)
-        q1 = _order_statistic(ordered, cumulative, before, jnp.floor((count - 1) / 4))
-        q3 = _order_statistic(ordered, cumulative, before, jnp.ceil(3 * (count - 1) / 4))
-        return q1, q3
+    def quartiles(rank, values):
+        ranks, cumulative, before, count = _segments(pos, rank, weight, W)
+        q1 = _order_statistic(ranks, cumulative, before, jnp.floor((count - 1) / 4))
+        q3 = _order_statistic(ranks, cumulative, before, jnp.ceil(3 * (count - 1) / 4))
+        return values[q1], values[q3]
 
-    q1, q3 = jax.vmap(quartiles, out_axes=1)(Z.T)                    # [W, D] each
+    q1, q3 = jax.vmap(quartiles, out_axes=1)(*order)                 # [W, D] each
     smallest = _segment_extreme(Z, pos, W, False)
     largest = _segment_extreme(Z, pos, W, True)
     # an excluded feature gets spread and range -1: never the widest
@@ -396,33 +432,34 @@ def _bin_edges(Z, weight, live, bins):
     """``[D, K-1]`` the quantile edges of :func:`jaxtree.cart.bin_edges` over the weighted rows,
     with repeats kept and edges at or above a column's largest value set to +inf (a repeat or an
     infinite edge only adds empty bins, whose cuts score as their neighbour's or -inf)."""
-    total = weight.sum()
-    ranks = jnp.ceil(jnp.arange(1, bins, dtype=Z.dtype) * total / bins) - 1
+    ranks = jnp.ceil(jnp.arange(1, bins, dtype=Z.dtype) * weight.sum() / bins) - 1
+    pos = jnp.where(live, 0, 1).astype(jnp.int32)
 
-    def column_edges(column):
-        pos = jnp.where(live, 0, 1).astype(jnp.int32)
-        ordered, cumulative, before, _ = _sorted_segments(pos, column, weight, 1)
-        edges = jax.vmap(lambda r: _order_statistic(ordered, cumulative, before, r))(ranks)[:, 0]
-        top = jnp.where(live, column, -jnp.inf).max()
-        return jnp.where(edges < top, edges, jnp.inf)
+    def column_edges(rank, values, column):
+        ordered, cumulative, before, _ = _segments(pos, rank, weight, 1)
+        edges = values[jax.vmap(lambda r: _order_statistic(ordered, cumulative, before, r))(
+            ranks)[:, 0]]
+        return jnp.where(edges < jnp.where(live, column, -jnp.inf).max(), edges, jnp.inf)
 
-    return jax.vmap(column_edges)(Z.T)
+    return jax.vmap(column_edges)(*_column_order(Z), Z.T)
 
 
 def _cart_rule(Z, y, weight, config: GrowConfig, allowed):
     """The binned CART split rule (:func:`jaxtree.cart.best_binned_splits`'s, node for node)."""
     W, (n, dims), K, L = config.width, Z.shape, config.bins, config.num_classes
-    live = weight > 0
-    edges = _bin_edges(Z, weight, live, K)                                   # [D, K-1]
+    edges = _bin_edges(Z, weight, weight > 0, K)                            # [D, K-1]
     binned = jax.vmap(lambda e, c: jnp.searchsorted(e, c, side="left"), out_axes=1)(
         edges, Z.T).astype(jnp.int32)                                        # [n, D]
+    # each row's (feature, bin, class) cell, the same at every level
+    cell = (jnp.arange(dims, dtype=jnp.int32) * K + binned) * L + y[:, None]
     seed = tie_seed(config.random_state)
     has_edge = jnp.isfinite(edges)
+    rows_weight = jnp.broadcast_to(weight[:, None], (n, dims)).reshape(-1)
 
     def rule(pos, cells, depth, candidate):
-        segment = ((pos[:, None] * dims + jnp.arange(dims)) * K + binned) * L + y[:, None]
-        hist = jax.ops.segment_sum(jnp.broadcast_to(weight[:, None], (n, dims)).reshape(-1),
-                                   segment.reshape(-1), num_segments=(W + 1) * dims * K * L)
+        segment = pos[:, None] * (dims * K * L) + cell
+        hist = jax.ops.segment_sum(rows_weight, segment.reshape(-1),
+                                   num_segments=(W + 1) * dims * K * L)
         hist = hist[:W * dims * K * L].reshape(W, dims, K, L)
         score = cut_scores(hist, config.criterion, has_edge & allowed(depth)[:, :, None], xp=jnp)
         feature_best = score.max(axis=2)
