@@ -433,12 +433,12 @@ def _bin_edges(Z, weight, live, bins):
     with repeats kept and edges at or above a column's largest value set to +inf (a repeat or an
     infinite edge only adds empty bins, whose cuts score as their neighbour's or -inf)."""
     ranks = jnp.ceil(jnp.arange(1, bins, dtype=Z.dtype) * weight.sum() / bins) - 1
-    pos = jnp.where(live, 0, 1).astype(jnp.int32)
 
     def column_edges(rank, values, column):
-        ordered, cumulative, before, _ = _segments(pos, rank, weight, 1)
-        edges = values[jax.vmap(lambda r: _order_statistic(ordered, cumulative, before, r))(
-            ranks)[:, 0]]
+        # the weight of each distinct value at its first sorted position (rows of weight 0 add
+        # nothing), so the search lands on the value of weighted rank r
+        cumulative = jnp.cumsum(jax.ops.segment_sum(weight, rank, num_segments=rank.shape[0]))
+        edges = values[jnp.searchsorted(cumulative, ranks, side="right")]
         return jnp.where(edges < jnp.where(live, column, -jnp.inf).max(), edges, jnp.inf)
 
     return jax.vmap(column_edges)(*_column_order(Z), Z.T)
@@ -456,16 +456,30 @@ def _cart_rule(Z, y, weight, config: GrowConfig, allowed):
     has_edge = jnp.isfinite(edges)
     rows_weight = jnp.broadcast_to(weight[:, None], (n, dims)).reshape(-1)
 
-    def rule(pos, cells, depth, candidate):
-        segment = pos[:, None] * (dims * K * L) + cell
+    def search(width, pos, depth):
+        """The rule on the first ``width`` positions (rows further on are dropped), padded to W."""
+        segment = jnp.minimum(pos, width)[:, None] * (dims * K * L) + cell
         hist = jax.ops.segment_sum(rows_weight, segment.reshape(-1),
-                                   num_segments=(W + 1) * dims * K * L)
-        hist = hist[:W * dims * K * L].reshape(W, dims, K, L)
-        score = cut_scores(hist, config.criterion, has_edge & allowed(depth)[:, :, None], xp=jnp)
+                                   num_segments=(width + 1) * dims * K * L)
+        hist = hist[:width * dims * K * L].reshape(width, dims, K, L)
+        usable = has_edge & allowed(depth)[:width, :, None]
+        score = cut_scores(hist, config.criterion, usable, xp=jnp)
         feature_best = score.max(axis=2)
         feature_cut = jnp.argmax(near_best(score, feature_best[:, :, None], xp=jnp), axis=2)
-        priority = tie_priority(seed, depth, W, dims, xp=jnp)
+        priority = tie_priority(seed, depth, width, dims, xp=jnp)
         feature, cut, found = pick_split(feature_best, feature_cut, priority, xp=jnp)
-        return feature, edges[feature, cut], found
+        pad = (0, W - width)
+        return (jnp.pad(feature, pad), jnp.pad(edges[feature, cut], pad),
+                jnp.pad(found, pad))
+
+    # a level with few candidates is searched at a smaller width (levels near the root hold at
+    # most 2**depth nodes): the cost of a level follows its nodes, not W
+    widths = sorted({max(1, W // 32), max(1, W // 4), W})
+
+    def rule(pos, cells, depth, candidate):
+        used = jnp.where(candidate.any(), W - jnp.argmax(candidate[::-1]), 0)
+        branch = jnp.searchsorted(jnp.array(widths), used, side="left")
+        return jax.lax.switch(branch, [functools.partial(search, width) for width in widths],
+                              pos, depth)
 
     return rule
