@@ -319,8 +319,11 @@ def _split_rule(Z, y, weight, config: GrowConfig, key):
 
     if config.partition == "cart":
         return _cart_rule(Z, y, weight, config, allowed)
+    # the cycle visits coordinates 0..max_depth-1 (mod D) only: rank just those (the deepest
+    # level never splits, so its coordinate's clamped rank is unused)
+    used = dims if config.split == "spread" else min(dims, max(1, config.max_depth))
     order = None if config.partition == "dyadic" and config.split == "cycle" else \
-        _column_order(Z)
+        _column_order(Z[:, :used])
 
     def rule(pos, cells, depth, candidate):
         if config.split == "cycle":
