@@ -71,6 +71,20 @@ class GrowConfig:
         as ``cart_tree``'s.
       stop_pure: dyadic and KD: pure nodes are not split (the NumPy builders given ``y``); CART
         never splits a pure node.
+
+    Example:
+        A config is a static ``jit`` argument (hashable); :func:`check_grow_config` names the
+        field that is out of range:
+
+        >>> import jaxtree
+        >>> from jaxtree.grow import check_grow_config
+        >>> config = jaxtree.GrowConfig(partition="cart", max_depth=12, width=256, bins=32)
+        >>> hash(config) == hash(jaxtree.GrowConfig(partition="cart", max_depth=12, width=256))
+        True
+        >>> check_grow_config(jaxtree.GrowConfig(width=7))
+        Traceback (most recent call last):
+        ...
+        ValueError: GrowConfig.width must be an even integer >= 2; got 7
     """
 
     partition: str = "kd"
@@ -96,6 +110,18 @@ class GrowInfo:
       capped: ``[]`` int32, nodes that would have split but stayed leaves because their level
         already had ``W / 2`` splits (0: the tree is the one without a width cap).
       depth: ``[]`` int32, the deepest level that holds a node.
+
+    Example:
+        Eight distinct points want a full KD tree of depth 3 (four splits at level 2), but a
+        width of 4 lets only two nodes of a level split: two nodes are capped.
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.arange(8.0)[:, None]
+        >>> config = jaxtree.GrowConfig(max_depth=3, width=4, stop_pure=False)
+        >>> tree, info = jaxtree.grow_tree(X, np.zeros(8, int), np.ones(8), config)
+        >>> int(info.capped), int(info.depth)
+        (2, 3)
     """
 
     capped: Array
