@@ -101,10 +101,12 @@ def grow_section(sizes, repeats: int) -> str:
 
 def write_section(path: pathlib.Path, name: str, text: str) -> None:
     """Replace (or append) the ``## name`` section of the results file."""
-    old = path.read_text() if path.exists() else "# bench_fit\n\n`python -m experiments.bench_fit`\n"
+    fresh = "# bench_fit\n\n`python -m experiments.bench_fit`\n"
+    old = path.read_text() if path.exists() else fresh
     head, marker, rest = old.partition(f"## {name}\n")
     tail = rest[rest.find("\n## "):] if marker and "\n## " in rest else ""
-    path.write_text(head.rstrip("\n") + "\n\n" + text + tail.lstrip("\n"))
+    rest_text = "\n" + tail.lstrip("\n") if tail else ""
+    path.write_text(head.rstrip("\n") + "\n\n" + text + rest_text)
 
 
 def main(argv=None) -> None:

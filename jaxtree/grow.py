@@ -256,7 +256,7 @@ def _grow(X, y, weight, key, config: GrowConfig):
     return tree, GrowInfo(capped=capped.astype(jnp.int32), depth=depth)
 
 
-# -- scaling and per-level pieces ------------------------------------------------------------------
+# -- scaling and per-level pieces -----------------------------------------------------------------
 def _scale(X, weight, live, partition):
     """``(Z, shift, inv_scale)``: the NumPy builder's scaling, over the rows of positive weight
     (dyadic: min–max to ``[0, 1]``, clipped; KD: divided by the weighted standard deviation;
@@ -331,7 +331,7 @@ def _layout(split):
     return CompactLayout(child_pos, parent_pos, levels - 1, W)
 
 
-# -- split rules ------------------------------------------------------------------------------------
+# -- split rules ----------------------------------------------------------------------------------
 def _split_rule(Z, y, weight, config: GrowConfig, key):
     """``rule(pos, cells, depth, candidate) -> (feature [W], threshold [W], found [W])``."""
     W, dims = config.width, Z.shape[1]
