@@ -1,9 +1,14 @@
 """Benchmark: the whole fit in JAX (:func:`jaxtree.fit`) against the host pipeline and
 scikit-learn, both sides in one process.
 
-    python -m experiments.bench_fit [--sections vmap refit cv first] [--repeats 3] [--out PATH]
+    python -m experiments.bench_fit [--sections grow vmap refit cv first] [--repeats 3]
+                                    [--sizes 10000 100000] [--large] [--out PATH]
 
-Sections (each prints medians and ratios; ``--out`` writes the markdown report):
+Sections (each prints medians and ratios and replaces its part of ``--out``):
+
+* ``grow``: T0 grown by :func:`jaxtree.grow_tree`, jitted and warm, against the NumPy builders at
+  10⁴ and 10⁵ rows × 20 features (10⁶ with ``--large``), dyadic / KD / binned CART
+  (:mod:`experiments.bench_grow`). Target: ≤ 1× from 10⁵ rows.
 
 * ``vmap``: 64 bootstrap weight vectors (Poisson(1) counts) on 2,000 rows of spam:
   ``jax.vmap`` of the jitted fit over the weights, against a loop of 64 calls of the same jitted
@@ -36,7 +41,7 @@ import jax
 import numpy as np
 
 import jaxtree
-from experiments import datasets
+from experiments import bench_grow, datasets
 from experiments.bench_refit import CompileMeter, timed, tuned_tree
 from jaxtree import fitting
 
@@ -144,48 +149,56 @@ print(json.dumps({"ours": ours, "sklearn": theirs}))
 
 
 # ---------------------------------------------------------------------------------------------
-def report(results: dict) -> str:
-    lines = [f"# The whole fit in JAX ({datetime.date.today()}, {platform.node()}, "
-             f"jax {jax.__version__}, {jax.devices()[0].platform})", "",
-             "`python -m experiments.bench_fit`; medians of wall-clock seconds, both sides in "
-             "one run.", ""]
+def section_texts(results: dict) -> dict:
+    """``{section: markdown}`` of the measured sections."""
+    texts = {}
     if "vmap" in results:
         r = results["vmap"]
-        lines += ["## 64 bootstrap fits (spam, 2,000 rows, CART T0, λ's by the CV grid)", "",
-                  "| vmap | loop of jitted fits | 64 estimator fits | vmap / loop | identical |",
-                  "|---|---|---|---|---|",
-                  f"| {r['vmap_s']:.2f} s | {r['loop_s']:.2f} s | {r['estimators_s']:.2f} s | "
-                  f"{r['vmap_s'] / r['loop_s']:.2f}× | {r['identical']} |", ""]
+        texts["vmap"] = "\n".join([
+            "## vmap", "", "64 bootstrap fits (spam, 2,000 rows, CART T0, λ's by the CV grid), "
+            f"median of repeats, jax {jax.__version__} on {platform.machine()}:", "",
+            "| vmap | loop of jitted fits | 64 estimator fits | vmap / loop | identical |",
+            "|---|---|---|---|---|",
+            f"| {r['vmap_s']:.2f} s | {r['loop_s']:.2f} s | {r['estimators_s']:.2f} s | "
+            f"{r['vmap_s'] / r['loop_s']:.2f}× | {r['identical']} |", ""])
     if "refit" in results:
-        lines += ["## Refits at 8 sizes from 2,000 to 3,500 rows (after one warm-up fit)", "",
-                  "| dataset / T0 | programs compiled (sum) | median ours | median tuned tree | "
-                  "ratio |", "|---|---|---|---|---|"]
+        lines = ["## refit", "", "Refits at 8 sizes from 2,000 to 3,500 rows after one warm-up "
+                 "fit on 2,000 ({}):".format(datetime.date.today()), "",
+                 "| dataset / T0 | programs compiled (sum) | median ours | median tuned tree | "
+                 "ratio |", "|---|---|---|---|---|"]
         for key, rows in results["refit"].items():
             ours = np.median([r[1] for r in rows])
             theirs = np.median([r[2] for r in rows])
             lines.append(f"| {key} | {sum(r[3] for r in rows)} | {ours:.2f} s | "
                          f"{theirs:.2f} s | {ours / theirs:.2f}× |")
-        lines.append("")
+        texts["refit"] = "\n".join(lines + [""])
     for name, title in (("cv", "cross_val_score(cv=5) on breast cancer, first call of a "
                                "process"),
                         ("first", "first default fit of a process, 3,000 rows of spam")):
         if name in results:
             r = results[name]
-            lines += [f"## {title}", "", "| ours | tuned tree | ratio |", "|---|---|---|",
-                      f"| {r['ours']:.2f} s | {r['sklearn']:.2f} s | "
-                      f"{r['ours'] / r['sklearn']:.2f}× |", ""]
-    return "\n".join(lines)
+            texts[name] = "\n".join([f"## {name}", "", f"{title}:", "",
+                                      "| ours | tuned tree | ratio |", "|---|---|---|",
+                                      f"| {r['ours']:.2f} s | {r['sklearn']:.2f} s | "
+                                      f"{r['ours'] / r['sklearn']:.2f}× |", ""])
+    return texts
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--sections", nargs="+", default=["vmap", "refit", "cv", "first"],
-                        choices=["vmap", "refit", "cv", "first"])
+    parser.add_argument("--sections", nargs="+",
+                        default=["grow", "vmap", "refit", "cv", "first"],
+                        choices=["grow", "vmap", "refit", "cv", "first"])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
+    parser.add_argument("--large", action="store_true", help="grow: also 10^6 rows")
     parser.add_argument("--partitions", nargs="+", default=["cart", "kd"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "bench_fit.md")
     args = parser.parse_args(argv)
     results = {}
+    if "grow" in args.sections:
+        sizes = args.sizes + ([1_000_000] if args.large else [])
+        bench_grow.write_section(args.out, "grow", bench_grow.grow_section(sizes, args.repeats))
     if "vmap" in args.sections:
         results["vmap"] = vmap_section(args.repeats)
         print(results["vmap"], flush=True)
@@ -197,9 +210,9 @@ def main(argv=None):
     if "first" in args.sections:
         results["first"] = fresh_process(FIRST_FIT)
         print("first", results["first"], flush=True)
-    text = report(results)
-    print(text)
-    args.out.write_text(text + "\n")
+    for name, text in section_texts(results).items():
+        print(text)
+        bench_grow.write_section(args.out, name, text)
 
 
 if __name__ == "__main__":

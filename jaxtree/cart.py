@@ -42,6 +42,7 @@ import numpy as np
 
 from jaxtree.build import (GrownLevel, check_features, check_labels, column_order, pack,
                            sorted_node_rank_keys)
+from jaxtree.validation import check_sample_weight
 from jaxtree.collective import LOCAL, order_statistics
 from jaxtree.tree import Tree
 
@@ -55,7 +56,7 @@ _GOLDEN, _MIX1, _MIX2, _NODE, _FEATURE = 0x9E3779B1, 0x85EBCA6B, 0xC2B2AE35, 0x2
 
 def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
               criterion: str = "gini", layout: str = "auto", random_state=0,
-              bins: Optional[int] = None) -> Tree:
+              bins: Optional[int] = None, sample_weight=None) -> Tree:
     """CART tree T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` (ints in ``0..L-1``).
 
     Args:
@@ -70,6 +71,10 @@ def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
         (:func:`tie_seed`).
       bins: None (exact: every cut between distinct values) or K >= 2: cuts at the edges of at
         most K quantile bins per feature (module docstring, "Binned mode").
+      sample_weight: None or ``[n]`` weights >= 0 (exact mode only; :func:`jaxtree.grow_tree`
+        grows weighted binned trees): class counts, ``min_split`` and the impurities count each
+        row with its weight, a row of weight 0 is left out, and an integer weight k grows the
+        tree of the row repeated k times.
 
     Returns:
       a :class:`jaxtree.Tree` on unscaled features (``shift`` 0, ``inv_scale`` 1): each split
@@ -98,15 +103,24 @@ def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
     check_bins(bins)
-    return grow_cart_tree(X, y, max_depth, min_split, criterion, layout, random_state, bins)
+    if sample_weight is not None:
+        check_sample_weight(sample_weight, X.shape[0])
+        if bins is not None:
+            raise ValueError("sample_weight needs the exact split search (bins=None); grow a "
+                             "weighted binned tree with jaxtree.grow_tree")
+        sample_weight = np.asarray(sample_weight, np.float64)
+        keep = sample_weight > 0
+        X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
+    return grow_cart_tree(X, y, max_depth, min_split, criterion, layout, random_state, bins,
+                          weight=sample_weight)
 
 
 def grow_cart_tree(X, y, max_depth, min_split, criterion, layout, random_state, bins,
-                   reducer=LOCAL) -> Tree:
+                   reducer=LOCAL, weight=None) -> Tree:
     """:func:`cart_tree` on checked input; with ``bins``, the rows may be spread over holders
-    that ``reducer`` combines (:func:`grow_cart`)."""
+    that ``reducer`` combines (:func:`grow_cart`); ``weight``: positive row weights or None."""
     levels = grow_cart(X, y, max_depth, min_split, criterion, tie_seed(random_state), bins,
-                       reducer)
+                       reducer, weight)
     dims = X.shape[1]
     return pack(levels, np.zeros(dims, X.dtype), np.ones(dims, X.dtype), clip=False,
                 layout=layout)
@@ -168,15 +182,18 @@ def check_bins(bins) -> None:
 
 def grow_cart(X: np.ndarray, y: np.ndarray, max_depth: Optional[int], min_split: int,
               criterion: str, seed: int, bins: Optional[int] = None,
-              reducer=LOCAL) -> list[GrownLevel]:
+              reducer=LOCAL, weight=None) -> list[GrownLevel]:
     """Grow the CART tree level by level; returns the levels for :func:`jaxtree.build.pack`.
 
     ``seed``: of :func:`tie_priority`. With ``bins``, the rows may be spread over holders that
     ``reducer`` combines
     (:mod:`jaxtree.collective`): each passes its block and all grow the levels of all rows.
+    ``weight``: None (every row counts 1) or ``[n]`` positive row weights (exact mode).
     """
     n, dims = X.shape
     num_classes = int(reducer.max(np.array([y.max() + 1 if n else 0]))[0])
+    if weight is not None and bins is not None:
+        raise ValueError("row weights need the exact split search (bins=None)")
     if bins is None:
         if reducer is not LOCAL:
             raise ValueError("the exact CART split search needs every row in one place; give "
@@ -185,7 +202,7 @@ def grow_cart(X: np.ndarray, y: np.ndarray, max_depth: Optional[int], min_split:
 
         def search(points, node, counts, candidate, priority):
             return best_splits(X[points], y[points], rank[points], node, counts, candidate,
-                               criterion, priority)
+                               criterion, priority, None if weight is None else weight[points])
     else:
         edges = bin_edges(X, bins, reducer)
         binned = bin_index(X, edges)
@@ -201,8 +218,9 @@ def grow_cart(X: np.ndarray, y: np.ndarray, max_depth: Optional[int], min_split:
     depth = 0
     while True:
         m = parent.shape[0]
-        counts = reducer.sum(np.bincount(node * num_classes + y[points],
-                                         minlength=m * num_classes).reshape(m, num_classes))
+        counts = reducer.sum(np.bincount(
+            node * num_classes + y[points], None if weight is None else weight[points],
+            minlength=m * num_classes).reshape(m, num_classes))
         total = counts.sum(axis=1)
         candidate = (total >= min_split) & (counts.max(axis=1) < total)
         if max_depth is not None:
@@ -319,7 +337,7 @@ def cut_scores(hist, criterion: str, has_edge, xp=np):
 
 def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray,
                 counts: np.ndarray, candidate: np.ndarray, criterion: str,
-                priority: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                priority: np.ndarray, weight=None) -> tuple[np.ndarray, np.ndarray]:
     """Best cut of every candidate node of a level.
 
     Args:
@@ -329,6 +347,7 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
       criterion: ``"gini"`` or ``"entropy"``.
       priority: ``[m, D]`` int (:func:`tie_priority`): where features tie, the one of higher
         priority wins.
+      weight: None or ``[k]`` positive weights of the points (``counts`` their sums).
 
     Returns:
       feature: ``[m]`` int, the split feature (-1 where no cut exists or the node is no candidate);
@@ -348,13 +367,14 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
     if not keep.any():
         return feature, threshold
     X, y, rank, node = X[keep].T.copy(), y[keep], rank[keep].T, node[keep]
+    weight = np.ones(len(node)) if weight is None else weight[keep]
     h = np.square if criterion == "gini" else _xlogx
     size = np.bincount(node, minlength=m)
     first = np.cumsum(size) - size        # where each node starts in (node, value) order
     sorted_node = np.sort(node)           # the node at each position of that order
     start = first[sorted_node]
-    n_left = np.arange(len(node)) - start + 1
-    n_right = size[sorted_node] - n_left
+    node_weight = counts.sum(axis=1)[sorted_node]
+    has_next = np.arange(len(node)) - start + 1 < size[sorted_node]   # a next point in the node
     h_total = h(counts).sum(axis=1)[sorted_node]
     # order by (node, value): sorted integer keys (node, rank), then each key's point through the
     # inverse of the ranks (distinct within a column), ~3x an int64 argsort
@@ -363,17 +383,19 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
     for f in range(X.shape[0]):
         point_of_rank[rank[f]] = np.arange(len(node))
         order = point_of_rank[sorted_node_rank_keys(node, rank[f], m, n_total) % n_total]
-        value, label = X[f, order], y[order]
-        seen = _earlier_same_class(sorted_node, label, counts.shape[1])   # L_c before the point
-        remaining = counts[sorted_node, label] - seen                      # R_c before the point
-        h_left = _running_sum(h(seen + 1) - h(seen), start)
-        h_right = h_total + _running_sum(h(remaining - 1) - h(remaining), start)
+        value, label, w = X[f, order], y[order], weight[order]
+        n_left = _running_sum(w, start)
+        n_right = node_weight - n_left
+        seen = _earlier_same_class(sorted_node, label, counts.shape[1], w)  # L_c before the point
+        remaining = counts[sorted_node, label] - seen                        # R_c before the point
+        h_left = _running_sum(h(seen + w) - h(seen), start)
+        h_right = h_total + _running_sum(h(remaining - w) - h(remaining), start)
         if criterion == "gini":
-            score = h_left / n_left + h_right / np.maximum(n_right, 1)
+            score = h_left / n_left + h_right / np.where(n_right > 0, n_right, 1)
         else:
             score = h_left - h(n_left) + h_right - h(n_right)
         # a cut after position i needs a next point in the node with a larger value
-        cuttable = (n_right > 0) & np.append(value[1:] > value[:-1], False)
+        cuttable = has_next & np.append(value[1:] > value[:-1], False)
         score = np.where(cuttable, score, -np.inf)
         node_best = np.full(m, -np.inf)
         node_best[size > 0] = np.maximum.reduceat(score, first[size > 0])
@@ -392,15 +414,16 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
     return feature, threshold
 
 
-def _earlier_same_class(node, label, num_classes):
-    """``[k]``: how many earlier points (in the given order) share each point's node and class."""
+def _earlier_same_class(node, label, num_classes, weight):
+    """``[k]``: the weight of the earlier points (in the given order) that share each point's node
+    and class."""
     group = node * num_classes + label
     by_group = np.argsort(group, kind="stable")
     g = group[by_group]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    rank_in_group = np.arange(len(g)) - np.repeat(starts, np.diff(np.r_[starts, len(g)]))
-    seen = np.empty(len(g), np.int64)
-    seen[by_group] = rank_in_group
+    before = np.cumsum(weight[by_group]) - weight[by_group]
+    seen = np.empty(len(g))
+    seen[by_group] = before - np.repeat(before[starts], np.diff(np.r_[starts, len(g)]))
     return seen
 
 

@@ -71,6 +71,20 @@ class GrowConfig:
         as ``cart_tree``'s.
       stop_pure: dyadic and KD: pure nodes are not split (the NumPy builders given ``y``); CART
         never splits a pure node.
+
+    Example:
+        A config is a static ``jit`` argument (hashable); :func:`check_grow_config` names the
+        field that is out of range:
+
+        >>> import jaxtree
+        >>> from jaxtree.grow import check_grow_config
+        >>> config = jaxtree.GrowConfig(partition="cart", max_depth=12, width=256, bins=32)
+        >>> hash(config) == hash(jaxtree.GrowConfig(partition="cart", max_depth=12, width=256))
+        True
+        >>> check_grow_config(jaxtree.GrowConfig(width=7))
+        Traceback (most recent call last):
+        ...
+        ValueError: GrowConfig.width must be an even integer >= 2; got 7
     """
 
     partition: str = "kd"
@@ -96,6 +110,18 @@ class GrowInfo:
       capped: ``[]`` int32, nodes that would have split but stayed leaves because their level
         already had ``W / 2`` splits (0: the tree is the one without a width cap).
       depth: ``[]`` int32, the deepest level that holds a node.
+
+    Example:
+        Eight distinct points want a full KD tree of depth 3 (four splits at level 2), but a
+        width of 4 lets only two nodes of a level split: two nodes are capped.
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.arange(8.0)[:, None]
+        >>> config = jaxtree.GrowConfig(max_depth=3, width=4, stop_pure=False)
+        >>> tree, info = jaxtree.grow_tree(X, np.zeros(8, int), np.ones(8), config)
+        >>> int(info.capped), int(info.depth)
+        (2, 3)
     """
 
     capped: Array
@@ -207,7 +233,7 @@ def _grow(X, y, weight, key, config: GrowConfig):
             candidate &= (counts > 0).sum(axis=1) > 1
         feature, threshold, found = split_rule(pos, cells, depth, candidate)
         splits = candidate & found
-        rank = jnp.cumsum(splits) - 1
+        rank = jnp.cumsum(splits, dtype=jnp.int32) - 1
         over = splits & (rank >= W // 2)
         splits &= ~over
         feature = jnp.where(splits, feature, 0).astype(jnp.int32)
@@ -230,7 +256,7 @@ def _grow(X, y, weight, key, config: GrowConfig):
     return tree, GrowInfo(capped=capped.astype(jnp.int32), depth=depth)
 
 
-# -- scaling and per-level pieces ------------------------------------------------------------------
+# -- scaling and per-level pieces -----------------------------------------------------------------
 def _scale(X, weight, live, partition):
     """``(Z, shift, inv_scale)``: the NumPy builder's scaling, over the rows of positive weight
     (dyadic: min–max to ``[0, 1]``, clipped; KD: divided by the weighted standard deviation;
@@ -275,8 +301,9 @@ def _child_cells(cells, splits, rank, feature, threshold):
     lo, hi = cells
     W = splits.shape[0]
     target = jnp.where(splits, 2 * rank, W)
-    parent = jnp.zeros(W, jnp.int32).at[target].set(jnp.arange(W, dtype=jnp.int32), mode="drop")
-    parent = parent.at[target + 1].set(jnp.arange(W, dtype=jnp.int32), mode="drop")
+    index = jnp.arange(W, dtype=jnp.int32)
+    parent = jnp.zeros(W, jnp.int32).at[target].set(index, mode="drop")
+    parent = parent.at[target + 1].set(index, mode="drop")
     right = jnp.arange(W) % 2 == 1
     f, t = feature[parent], threshold[parent]
     rows = jnp.arange(W)
@@ -290,7 +317,7 @@ def _layout(split):
     the ``k``-th split node at ``2k, 2k + 1``; padding hangs below the level's first leaf, as
     :meth:`CompactLayout.from_levels` places them."""
     levels, W = split.shape
-    rank = jnp.cumsum(split, axis=1) - 1
+    rank = jnp.cumsum(split, axis=1, dtype=jnp.int32) - 1
     child_pos = jnp.where(split, 2 * rank, 0).astype(jnp.int32)
 
     def parents(above, above_rank):
@@ -304,7 +331,7 @@ def _layout(split):
     return CompactLayout(child_pos, parent_pos, levels - 1, W)
 
 
-# -- split rules ------------------------------------------------------------------------------------
+# -- split rules ----------------------------------------------------------------------------------
 def _split_rule(Z, y, weight, config: GrowConfig, key):
     """``rule(pos, cells, depth, candidate) -> (feature [W], threshold [W], found [W])``."""
     W, dims = config.width, Z.shape[1]
@@ -318,38 +345,75 @@ def _split_rule(Z, y, weight, config: GrowConfig, key):
 
     if config.partition == "cart":
         return _cart_rule(Z, y, weight, config, allowed)
+    # the cycle visits coordinates 0..max_depth-1 (mod D) only: rank just those (the deepest
+    # level never splits, so its coordinate's clamped rank is unused)
+    used = dims if config.split == "spread" else min(dims, max(1, config.max_depth))
+    order = None if config.partition == "dyadic" and config.split == "cycle" else \
+        _column_order(Z[:, :used])
 
     def rule(pos, cells, depth, candidate):
         if config.split == "cycle":
             feature = jnp.full(W, depth % dims, jnp.int32)
         else:
-            feature = _widest_spread(Z, weight, pos, W, allowed(depth))
+            feature = _widest_spread(Z, order, weight, pos, W, allowed(depth))
         if config.partition == "dyadic":
             lo, hi = cells
             f = feature[:, None]
             threshold = (jnp.take_along_axis(lo, f, 1) + jnp.take_along_axis(hi, f, 1))[:, 0] / 2
         else:
-            threshold = _median_thresholds(Z, weight, pos, feature, W)
+            threshold = _median_thresholds(Z, order, weight, pos, feature, W)
         return feature, threshold, jnp.ones(W, bool)
 
     return rule
 
 
-def _sorted_segments(pos, value, weight, W):
-    """Rows sorted by (position, value): ``(values [n], cumulative weight [n], weight before each
-    position [W], weight at each position [W])``."""
-    pos, value, weight = jax.lax.sort((pos, value, weight), num_keys=2)
-    cumulative = jnp.cumsum(weight)
-    bounds = jnp.searchsorted(pos, jnp.arange(W + 1, dtype=pos.dtype), side="left")
+def _sortable(x):
+    """Integers in the order of the floats ``x`` (their bits, negatives' magnitude bits flipped;
+    the map is its own inverse): XLA sorts a lone integer array several times faster than floats
+    or several arrays."""
+    itype = jnp.int32 if x.dtype == jnp.float32 else jnp.int64
+    bits = jax.lax.bitcast_convert_type(x, itype)
+    return bits ^ ((bits >> (8 * x.dtype.itemsize - 1)) & jnp.iinfo(itype).max)
+
+
+def _column_order(Z):
+    """``(rank [D, n] int32, values [D, n])``: each value's rank in its column (equal values share
+    the rank of the first) and every column sorted."""
+    keys = _sortable(Z).T
+    ordered = jnp.sort(keys, axis=1)
+    rank = jax.vmap(lambda o, k: jnp.searchsorted(o, k, side="left"))(ordered, keys)
+    values = jax.lax.bitcast_convert_type(_sortable(jax.lax.bitcast_convert_type(
+        ordered, Z.dtype)), Z.dtype)
+    return rank.astype(jnp.int32), values
+
+
+def _segments(pos, rank, weight, W):
+    """Rows sorted by (position, rank): ``(sorted ranks [n], cumulative weight [n], weight before
+    each position [W], weight at each position [W])``. One integer sort of ``pos * n + rank``
+    when it fits in the index type, else a sort on two keys. Equal keys are one run whose weight
+    the cumulative sum adds at its first row, so a search in it lands on a run's first row."""
+    n = pos.shape[0]
+    if (W + 1) * n <= jnp.iinfo(pos.dtype).max:
+        key = pos * n + rank
+        ordered = jnp.sort(key)
+        first = jnp.searchsorted(ordered, key, side="left")
+        cumulative = jnp.cumsum(jax.ops.segment_sum(weight, first, num_segments=n))
+        bounds = jnp.searchsorted(ordered, jnp.arange(W + 1, dtype=key.dtype) * n, side="left")
+        ranks = ordered % n
+    else:
+        pos, ranks, weight = jax.lax.sort((pos, rank, weight), num_keys=2)
+        cumulative = jnp.cumsum(weight)
+        bounds = jnp.searchsorted(pos, jnp.arange(W + 1, dtype=pos.dtype), side="left")
     before = jnp.concatenate([jnp.zeros(1, cumulative.dtype), cumulative])[bounds]
-    return value, cumulative, before[:-1], before[1:] - before[:-1]
+    return ranks, cumulative, before[:-1], before[1:] - before[:-1]
 
 
-def _order_statistic(value, cumulative, before, rank):
-    """``[W]`` the value of weighted rank ``rank`` (0-based) at each position: the first sorted
-    row whose cumulative weight passes ``before + rank`` (an integer weight k: k copies)."""
+def _order_statistic(ranks, cumulative, before, rank):
+    """``[W]`` the column rank of the value of weighted rank ``rank`` (0-based) at each position:
+    the first sorted row whose cumulative weight passes ``before + rank`` (an integer weight k:
+    k copies)."""
     index = jnp.searchsorted(cumulative, before + rank, side="right")
-    return value[jnp.minimum(index, value.shape[0] - 1)]
+    return ranks[jnp.minimum(index, ranks.shape[0] - 1)]
 
 
 def _segment_extreme(value, pos, W, largest: bool):
@@ -358,14 +422,16 @@ def _segment_extreme(value, pos, W, largest: bool):
     return reduce(value, pos, num_segments=W + 1)[:W]
 
 
-def _median_thresholds(Z, weight, pos, feature, W):
+def _median_thresholds(Z, order, weight, pos, feature, W):
     """``[W]`` the KD threshold (:func:`jaxtree.build.median_rule`) of each position from the
     weighted order statistics of its rows' values in its split feature."""
+    rank, values = order
     f = jnp.concatenate([feature, jnp.zeros(1, feature.dtype)])[pos]
     value = jnp.take_along_axis(Z, f[:, None], axis=1)[:, 0]
-    ordered, cumulative, before, count = _sorted_segments(pos, value, weight, W)
-    low = _order_statistic(ordered, cumulative, before, jnp.floor((count - 1) / 2))
-    high = _order_statistic(ordered, cumulative, before, jnp.floor(count / 2))
+    ranks, cumulative, before, count = _segments(pos, rank[f, jnp.arange(pos.shape[0])], weight,
+                                                 W)
+    low = values[feature, _order_statistic(ranks, cumulative, before, jnp.floor((count - 1) / 2))]
+    high = values[feature, _order_statistic(ranks, cumulative, before, jnp.floor(count / 2))]
     largest = _segment_extreme(value, pos, W, True)
     under = jnp.where(value < jnp.concatenate([largest, jnp.full(1, -jnp.inf)])[pos], value,
                       -jnp.inf)
@@ -373,16 +439,16 @@ def _median_thresholds(Z, weight, pos, feature, W):
     return median_rule(low, high, largest, below, below > -jnp.inf, xp=jnp)
 
 
-def _widest_spread(Z, weight, pos, W, allowed):
+def _widest_spread(Z, order, weight, pos, W, allowed):
     """``[W]`` the :func:`jaxtree.build.spread_rule` coordinate of each position among the
     ``allowed`` ``[W, D]`` ones, from weighted quartiles (one sort per coordinate)."""
-    def quartiles(column):
-        ordered, cumulative, before, count = _sorted_segments(pos, column, weight, W)
-        q1 = _order_statistic(ordered, cumulative, before, jnp.floor((count - 1) / 4))
-        q3 = _order_statistic(ordered, cumulative, before, jnp.ceil(3 * (count - 1) / 4))
-        return q1, q3
+    def quartiles(rank, values):
+        ranks, cumulative, before, count = _segments(pos, rank, weight, W)
+        q1 = _order_statistic(ranks, cumulative, before, jnp.floor((count - 1) / 4))
+        q3 = _order_statistic(ranks, cumulative, before, jnp.ceil(3 * (count - 1) / 4))
+        return values[q1], values[q3]
 
-    q1, q3 = jax.vmap(quartiles, out_axes=1)(Z.T)                    # [W, D] each
+    q1, q3 = jax.vmap(quartiles, out_axes=1)(*order)                 # [W, D] each
     smallest = _segment_extreme(Z, pos, W, False)
     largest = _segment_extreme(Z, pos, W, True)
     # an excluded feature gets spread and range -1: never the widest
@@ -395,39 +461,54 @@ def _bin_edges(Z, weight, live, bins):
     """``[D, K-1]`` the quantile edges of :func:`jaxtree.cart.bin_edges` over the weighted rows,
     with repeats kept and edges at or above a column's largest value set to +inf (a repeat or an
     infinite edge only adds empty bins, whose cuts score as their neighbour's or -inf)."""
-    total = weight.sum()
-    ranks = jnp.ceil(jnp.arange(1, bins, dtype=Z.dtype) * total / bins) - 1
+    ranks = jnp.ceil(jnp.arange(1, bins, dtype=Z.dtype) * weight.sum() / bins) - 1
 
-    def column_edges(column):
-        pos = jnp.where(live, 0, 1).astype(jnp.int32)
-        ordered, cumulative, before, _ = _sorted_segments(pos, column, weight, 1)
-        edges = jax.vmap(lambda r: _order_statistic(ordered, cumulative, before, r))(ranks)[:, 0]
-        top = jnp.where(live, column, -jnp.inf).max()
-        return jnp.where(edges < top, edges, jnp.inf)
+    def column_edges(rank, values, column):
+        # the weight of each distinct value at its first sorted position (rows of weight 0 add
+        # nothing), so the search lands on the value of weighted rank r
+        cumulative = jnp.cumsum(jax.ops.segment_sum(weight, rank, num_segments=rank.shape[0]))
+        edges = values[jnp.searchsorted(cumulative, ranks, side="right")]
+        return jnp.where(edges < jnp.where(live, column, -jnp.inf).max(), edges, jnp.inf)
 
-    return jax.vmap(column_edges)(Z.T)
+    return jax.vmap(column_edges)(*_column_order(Z), Z.T)
 
 
 def _cart_rule(Z, y, weight, config: GrowConfig, allowed):
     """The binned CART split rule (:func:`jaxtree.cart.best_binned_splits`'s, node for node)."""
     W, (n, dims), K, L = config.width, Z.shape, config.bins, config.num_classes
-    live = weight > 0
-    edges = _bin_edges(Z, weight, live, K)                                   # [D, K-1]
+    edges = _bin_edges(Z, weight, weight > 0, K)                            # [D, K-1]
     binned = jax.vmap(lambda e, c: jnp.searchsorted(e, c, side="left"), out_axes=1)(
         edges, Z.T).astype(jnp.int32)                                        # [n, D]
+    # each row's (feature, bin, class) cell, the same at every level
+    cell = (jnp.arange(dims, dtype=jnp.int32) * K + binned) * L + y[:, None]
     seed = tie_seed(config.random_state)
     has_edge = jnp.isfinite(edges)
+    rows_weight = jnp.broadcast_to(weight[:, None], (n, dims)).reshape(-1)
 
-    def rule(pos, cells, depth, candidate):
-        segment = ((pos[:, None] * dims + jnp.arange(dims)) * K + binned) * L + y[:, None]
-        hist = jax.ops.segment_sum(jnp.broadcast_to(weight[:, None], (n, dims)).reshape(-1),
-                                   segment.reshape(-1), num_segments=(W + 1) * dims * K * L)
-        hist = hist[:W * dims * K * L].reshape(W, dims, K, L)
-        score = cut_scores(hist, config.criterion, has_edge & allowed(depth)[:, :, None], xp=jnp)
+    def search(width, pos, depth):
+        """The rule on the first ``width`` positions (rows further on are dropped), padded to W."""
+        segment = jnp.minimum(pos, width)[:, None] * (dims * K * L) + cell
+        hist = jax.ops.segment_sum(rows_weight, segment.reshape(-1),
+                                   num_segments=(width + 1) * dims * K * L)
+        hist = hist[:width * dims * K * L].reshape(width, dims, K, L)
+        usable = has_edge & allowed(depth)[:width, :, None]
+        score = cut_scores(hist, config.criterion, usable, xp=jnp)
         feature_best = score.max(axis=2)
         feature_cut = jnp.argmax(near_best(score, feature_best[:, :, None], xp=jnp), axis=2)
-        priority = tie_priority(seed, depth, W, dims, xp=jnp)
+        priority = tie_priority(seed, depth, width, dims, xp=jnp)
         feature, cut, found = pick_split(feature_best, feature_cut, priority, xp=jnp)
-        return feature, edges[feature, cut], found
+        pad = (0, W - width)
+        return (jnp.pad(feature, pad), jnp.pad(edges[feature, cut], pad),
+                jnp.pad(found, pad))
+
+    # a level with few candidates is searched at a smaller width (levels near the root hold at
+    # most 2**depth nodes): the cost of a level follows its nodes, not W
+    widths = sorted({max(1, W // 32), max(1, W // 4), W})
+
+    def rule(pos, cells, depth, candidate):
+        used = jnp.where(candidate.any(), W - jnp.argmax(candidate[::-1]), 0)
+        branch = jnp.searchsorted(jnp.array(widths), used, side="left")
+        return jax.lax.switch(branch, [functools.partial(search, width) for width in widths],
+                              pos, depth)
 
     return rule

@@ -216,3 +216,34 @@ def test_bad_arguments(kwargs, message):
         jaxtree.cart_tree(X, y, **kwargs)
     with pytest.raises(ValueError, match="samples"):
         jaxtree.cart_tree(X, y[:-1])
+
+
+@pytest.mark.parametrize("criterion", ["gini", "entropy"])
+def test_integer_sample_weights_grow_the_tree_of_repeated_rows(criterion):
+    X, y = box_data(5, n=300)
+    X[:, 1] = X[:, 1].round(1)                                    # ties in one feature
+    weight = np.random.default_rng(6).integers(0, 4, size=300)    # zeros: rows left out
+    weighted = jaxtree.cart_tree(X, y, criterion=criterion, sample_weight=weight)
+    repeated = jaxtree.cart_tree(np.repeat(X, weight, axis=0), np.repeat(y, weight),
+                                 criterion=criterion)
+    assert weighted.layout.num_nodes == repeated.layout.num_nodes
+    for name in ("internal", "feature", "threshold"):
+        np.testing.assert_array_equal(np.asarray(getattr(weighted, name)),
+                                      np.asarray(getattr(repeated, name)))
+
+
+def test_sample_weights_scale_freely_and_are_checked():
+    # weights times 4 give the same tree: the Gini proxy scales by exactly 4 (a power of two), and
+    # with weights >= 1 any two rows pass min_split=2 either way
+    X, y = box_data(7, n=200)
+    weight = np.random.default_rng(8).random(200) + 1.0
+    trees = [jaxtree.cart_tree(X, y, sample_weight=c * weight, min_split=2) for c in (1.0, 4.0)]
+    for name in ("internal", "feature", "threshold"):
+        np.testing.assert_array_equal(np.asarray(getattr(trees[0], name)),
+                                      np.asarray(getattr(trees[1], name)))
+    with pytest.raises(ValueError, match="sample_weight"):
+        jaxtree.cart_tree(X, y, sample_weight=-weight)
+    with pytest.raises(ValueError, match="sample_weight"):
+        jaxtree.cart_tree(X, y, sample_weight=weight[:-1])
+    with pytest.raises(ValueError, match="bins"):
+        jaxtree.cart_tree(X, y, sample_weight=weight, bins=8)
