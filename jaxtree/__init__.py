@@ -15,6 +15,7 @@ go through ``jaxtree.subtree_log_weights(phi, tree.internal, layout=tree.layout)
 
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.cart import cart_tree
+from jaxtree.grow import GrowConfig, GrowInfo, grow_tree
 from jaxtree.certificate import (Certificate, pacbayes_certificate, pacbayes_theory_certificate,
                                  prunings_kl, tune_by_bound)
 from jaxtree.compact import CompactLayout
@@ -22,6 +23,7 @@ from jaxtree.engine import (PruningProcess, best_pruning, best_pruning_and_cost,
                             local_offsets, log_partition, log_weights_from_offsets,
                             pruning_process, pruning_process_from_offsets, subtree_log_weights,
                             tree_membership)
+from jaxtree.fitting import FittedTree, fit, predict_proba
 from jaxtree.estimators import ObliqueTreeClassifier, PACBayesTreeClassifier
 from jaxtree.estimators import HSVoteClassifier, PrunedTreeClassifier
 from jaxtree.inspect import export_text, feature_importances, plot_tree
@@ -58,8 +60,11 @@ __all__ = [
     "NotFittedError", "load",
     # inspecting a fitted model
     "feature_importances", "export_text", "plot_tree",
+    # the whole fit as one pure function
+    "fit", "predict_proba", "FittedTree",
     # trees
     "Tree", "route", "leaf_of", "kd_tree", "dyadic_tree", "cart_tree",
+    "GrowConfig", "GrowInfo", "grow_tree",
     "oblique_tree", "fat", "node_margins", "margin_bound", "tree_margin_bound", "twoing",
     # layouts
     "CompleteLayout", "CompactLayout",

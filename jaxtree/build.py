@@ -274,7 +274,7 @@ def level_statistics(Z: np.ndarray, reducer=LOCAL):
     return SortedStatistics(Z) if reducer is LOCAL else ReducedStatistics(Z, reducer)
 
 
-def median_rule(low, high, largest, below, has_below):
+def median_rule(low, high, largest, below, has_below, xp=np):
     """KD threshold of each node from order statistics of its values in the split feature: the
     median ``(low + high) / 2`` of the two middle values (equal for an odd count).
 
@@ -282,14 +282,15 @@ def median_rule(low, high, largest, below, has_below):
     (more than half the points share it), which would send every point left; the threshold is
     then the midpoint between ``below`` (the largest value under ``largest``, where
     ``has_below``) and ``largest``, so the tied values go right. A node whose values are all
-    equal keeps the median (its right child is empty).
+    equal keeps the median (its right child is empty). ``xp``: the array module (NumPy, or
+    ``jax.numpy`` in :mod:`jaxtree.grow`).
     """
     median = (low + high) / 2
     degenerate = (median >= largest) & has_below
-    return np.where(degenerate, (below + largest) / 2, median)
+    return xp.where(degenerate, (below + largest) / 2, median)
 
 
-def spread_rule(quartile1, quartile3, smallest, largest):
+def spread_rule(quartile1, quartile3, smallest, largest, xp=np):
     """Per node (``[k, D]`` order statistics of each coordinate), the coordinate whose points have
     the widest interquartile range (first on ties; the widest range when every interquartile
     range is 0).
@@ -297,10 +298,11 @@ def spread_rule(quartile1, quartile3, smallest, largest):
     The interquartile range, not the range: on standardized features a coordinate that is almost
     always 0 has a huge range from its few non-zero values, and a range rule keeps cutting those
     few points off (digit's KD tree became a chain of 47 splits with 0.80 test error).
+    ``xp``: the array module, as :func:`median_rule`.
     """
     spread = quartile3 - quartile1
-    return np.where(spread.max(axis=1) > 0, np.argmax(spread, axis=1),
-                    np.argmax(largest - smallest, axis=1))
+    return xp.where(spread.max(axis=1) > 0, xp.argmax(spread, axis=1),
+                    xp.argmax(largest - smallest, axis=1))
 
 
 def _quartile_ranks(count):

@@ -6,9 +6,11 @@ counts left of every cut, and a per-node maximum picks the best cut (no loop ove
 over levels and features). The rule is scikit-learn's ``DecisionTreeClassifier`` with
 ``max_features=None``: a cut lies between two consecutive distinct values of a node's points,
 the threshold is their midpoint (``<=`` goes left), the best cut maximises the impurity
-decrease; ties between features go to a random one (a fresh random priority per node and feature,
-seeded by ``random_state``: scikit-learn visits features in a random order per node and keeps the
-first best), then to the smaller threshold. Random, not "smallest feature index": on letter the
+decrease; ties between features go to a random one (a pseudo-random priority per node and
+feature, :func:`tie_priority`, seeded by ``random_state``: scikit-learn visits features in a random
+order per node and keeps the first best), then to the smaller threshold. The priority is an
+integer hash of (seed, depth, node, feature), so the JAX builder (:mod:`jaxtree.grow`) computes
+the very same one inside ``jit``. Random, not "smallest feature index": on letter the
 fixed rule always favoured the box-position features 0 and 1 in the many small tied nodes, and
 the grown tree's test error was about 1 point worse than scikit-learn's (0.1245 against 0.112 on
 one split; 0.112 with random ties). A node is split unless it is pure, holds fewer than
@@ -27,7 +29,9 @@ the threshold is edge b itself (``<= edge`` goes left, as the binning does). The
 sums of per-row counts, so rows spread over processes give the same tree as rows in one place
 (:mod:`jaxtree.distributed`); with ``K ≥ n`` every distinct value is an edge and the binned tree
 splits the training rows exactly as the exact one (its thresholds are data values, not
-midpoints).
+midpoints). Binned scores tie when within a relative ``TIE_TOLERANCE`` (:func:`near_best`): the
+same rule in float32 (JAX) and float64 (NumPy) then picks the same cut, as exact equality of
+rounded scores would not.
 """
 
 from __future__ import annotations
@@ -38,17 +42,21 @@ import numpy as np
 
 from jaxtree.build import (GrownLevel, check_features, check_labels, column_order, pack,
                            sorted_node_rank_keys)
+from jaxtree.validation import check_sample_weight
 from jaxtree.collective import LOCAL, order_statistics
 from jaxtree.tree import Tree
 
 CRITERIA = ("gini", "entropy")
 # histogram entries (node, feature, bin, class) counted and reduced at once by the binned search
 _HISTOGRAM_BUDGET = 2 ** 22
+#: binned scores within this relative distance of a node's best tie (module docstring)
+TIE_TOLERANCE = 1e-6
+_GOLDEN, _MIX1, _MIX2, _NODE, _FEATURE = 0x9E3779B1, 0x85EBCA6B, 0xC2B2AE35, 0x27D4EB2F, 0x165667B1
 
 
 def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
               criterion: str = "gini", layout: str = "auto", random_state=0,
-              bins: Optional[int] = None) -> Tree:
+              bins: Optional[int] = None, sample_weight=None) -> Tree:
     """CART tree T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` (ints in ``0..L-1``).
 
     Args:
@@ -59,9 +67,14 @@ def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
         ``min_samples_split``).
       criterion: ``"gini"`` or ``"entropy"``.
       layout: ``"auto"`` (the layout that takes less memory), ``"compact"`` or ``"complete"``.
-      random_state: seed (or ``numpy.random.Generator``) of the tie-breaking between features.
+      random_state: seed (or ``numpy.random.Generator``) of the tie-breaking between features
+        (:func:`tie_seed`).
       bins: None (exact: every cut between distinct values) or K >= 2: cuts at the edges of at
         most K quantile bins per feature (module docstring, "Binned mode").
+      sample_weight: None or ``[n]`` weights >= 0 (exact mode only; :func:`jaxtree.grow_tree`
+        grows weighted binned trees): class counts, ``min_split`` and the impurities count each
+        row with its weight, a row of weight 0 is left out, and an integer weight k grows the
+        tree of the row repeated k times.
 
     Returns:
       a :class:`jaxtree.Tree` on unscaled features (``shift`` 0, ``inv_scale`` 1): each split
@@ -90,18 +103,74 @@ def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
     if criterion not in CRITERIA:
         raise ValueError(f"criterion must be one of {CRITERIA}; got {criterion!r}")
     check_bins(bins)
-    return grow_cart_tree(X, y, max_depth, min_split, criterion, layout, random_state, bins)
+    if sample_weight is not None:
+        check_sample_weight(sample_weight, X.shape[0])
+        if bins is not None:
+            raise ValueError("sample_weight needs the exact split search (bins=None); grow a "
+                             "weighted binned tree with jaxtree.grow_tree")
+        sample_weight = np.asarray(sample_weight, np.float64)
+        keep = sample_weight > 0
+        X, y, sample_weight = X[keep], y[keep], sample_weight[keep]
+    return grow_cart_tree(X, y, max_depth, min_split, criterion, layout, random_state, bins,
+                          weight=sample_weight)
 
 
 def grow_cart_tree(X, y, max_depth, min_split, criterion, layout, random_state, bins,
-                   reducer=LOCAL) -> Tree:
+                   reducer=LOCAL, weight=None) -> Tree:
     """:func:`cart_tree` on checked input; with ``bins``, the rows may be spread over holders
-    that ``reducer`` combines (:func:`grow_cart`)."""
-    levels = grow_cart(X, y, max_depth, min_split, criterion, np.random.default_rng(random_state),
-                       bins, reducer)
+    that ``reducer`` combines (:func:`grow_cart`); ``weight``: positive row weights or None."""
+    levels = grow_cart(X, y, max_depth, min_split, criterion, tie_seed(random_state), bins,
+                       reducer, weight)
     dims = X.shape[1]
     return pack(levels, np.zeros(dims, X.dtype), np.ones(dims, X.dtype), clip=False,
                 layout=layout)
+
+
+def tie_seed(random_state) -> int:
+    """The uint32 seed of :func:`tie_priority` drawn from ``random_state`` (an int, None or a
+    ``numpy.random.Generator``, as ``numpy.random.default_rng`` takes)."""
+    return int(np.random.default_rng(random_state).integers(2 ** 32, dtype=np.uint32))
+
+
+def tie_priority(seed, depth, m: int, dims: int, xp=np):
+    """``[m, dims]`` int32 in ``[1, 2**30]``: the priority of each (node, feature) of level
+    ``depth`` in ties between features (higher wins; equal priorities: the smaller feature). An
+    integer hash (murmur3's finalizer) of (seed, depth, node, feature) in wrapping uint32
+    arithmetic, so NumPy and ``jax.numpy`` (``xp``; ``depth`` may be traced) give the same
+    numbers."""
+    u32 = xp.uint32
+    node = xp.arange(m, dtype=u32)[:, None] * u32(_NODE)
+    feature = xp.arange(dims, dtype=u32)[None, :] * u32(_FEATURE)
+    level = xp.zeros((1, 1), u32) + xp.asarray(depth).astype(u32)    # arrays wrap silently
+    level = _mix32(xp.asarray(seed, u32) ^ (level * u32(_GOLDEN)), xp)
+    h = _mix32(_mix32(level ^ node, xp) ^ feature, xp)
+    return (h >> u32(2)).astype(xp.int32) + 1
+
+
+def _mix32(h, xp):
+    h = h ^ (h >> xp.uint32(16))
+    h = h * xp.uint32(_MIX1)
+    h = h ^ (h >> xp.uint32(13))
+    h = h * xp.uint32(_MIX2)
+    return h ^ (h >> xp.uint32(16))
+
+
+def near_best(score, best, xp=np):
+    """True where ``score`` ties with ``best`` (both finite scores, broadcast): within the relative
+    ``TIE_TOLERANCE`` below it (module docstring, "Binned mode")."""
+    return (score > -xp.inf) & (score >= best - TIE_TOLERANCE * xp.abs(best))
+
+
+def pick_split(feature_best, feature_cut, priority, xp=np):
+    """Per node, the feature chosen among those whose best score ``feature_best`` ``[m, D]``
+    ties with the node's best (:func:`near_best`): the one of highest ``priority`` ``[m, D]``
+    (:func:`tie_priority`; the first on equal priorities). Returns ``(feature [m], cut [m],
+    found [m])``: ``cut`` is ``feature_cut`` ``[m, D]`` at the chosen feature; ``found`` is
+    False where no feature has a cut (every score -inf)."""
+    near = near_best(feature_best, feature_best.max(axis=1, keepdims=True), xp)
+    chosen = xp.argmax(xp.where(near, priority, 0), axis=1)
+    cut = xp.take_along_axis(feature_cut, chosen[:, None], axis=1)[:, 0]
+    return chosen, cut, near.any(axis=1)
 
 
 def check_bins(bins) -> None:
@@ -112,15 +181,19 @@ def check_bins(bins) -> None:
 
 
 def grow_cart(X: np.ndarray, y: np.ndarray, max_depth: Optional[int], min_split: int,
-              criterion: str, rng: np.random.Generator, bins: Optional[int] = None,
-              reducer=LOCAL) -> list[GrownLevel]:
+              criterion: str, seed: int, bins: Optional[int] = None,
+              reducer=LOCAL, weight=None) -> list[GrownLevel]:
     """Grow the CART tree level by level; returns the levels for :func:`jaxtree.build.pack`.
 
-    With ``bins``, the rows may be spread over holders that ``reducer`` combines
+    ``seed``: of :func:`tie_priority`. With ``bins``, the rows may be spread over holders that
+    ``reducer`` combines
     (:mod:`jaxtree.collective`): each passes its block and all grow the levels of all rows.
+    ``weight``: None (every row counts 1) or ``[n]`` positive row weights (exact mode).
     """
     n, dims = X.shape
     num_classes = int(reducer.max(np.array([y.max() + 1 if n else 0]))[0])
+    if weight is not None and bins is not None:
+        raise ValueError("row weights need the exact split search (bins=None)")
     if bins is None:
         if reducer is not LOCAL:
             raise ValueError("the exact CART split search needs every row in one place; give "
@@ -129,7 +202,7 @@ def grow_cart(X: np.ndarray, y: np.ndarray, max_depth: Optional[int], min_split:
 
         def search(points, node, counts, candidate, priority):
             return best_splits(X[points], y[points], rank[points], node, counts, candidate,
-                               criterion, priority)
+                               criterion, priority, None if weight is None else weight[points])
     else:
         edges = bin_edges(X, bins, reducer)
         binned = bin_index(X, edges)
@@ -145,13 +218,14 @@ def grow_cart(X: np.ndarray, y: np.ndarray, max_depth: Optional[int], min_split:
     depth = 0
     while True:
         m = parent.shape[0]
-        counts = reducer.sum(np.bincount(node * num_classes + y[points],
-                                         minlength=m * num_classes).reshape(m, num_classes))
+        counts = reducer.sum(np.bincount(
+            node * num_classes + y[points], None if weight is None else weight[points],
+            minlength=m * num_classes).reshape(m, num_classes))
         total = counts.sum(axis=1)
         candidate = (total >= min_split) & (counts.max(axis=1) < total)
         if max_depth is not None:
             candidate &= depth < max_depth
-        priority = rng.random((m, dims))
+        priority = tie_priority(seed, depth, m, dims)
         feature, threshold = search(points, node, counts, candidate, priority)
         splits = feature >= 0
         levels.append(GrownLevel(parent, splits, np.maximum(feature, 0), threshold))
@@ -201,8 +275,9 @@ def best_binned_splits(binned: np.ndarray, y: np.ndarray, node: np.ndarray, coun
     Returns:
       as :func:`best_splits`: ``feature [m]`` (-1 where no cut) and ``threshold [m]`` (the edge).
 
-    The score of a cut is :func:`best_splits`'s, from the left and right class counts; ties go to
-    the feature of higher priority, then to the smaller edge. The histograms ``[nodes, features,
+    The score of a cut is :func:`best_splits`'s, from the left and right class counts; scores
+    tie within :func:`near_best`, and ties go to the feature of higher priority, then to the
+    smaller edge (:func:`pick_split`). The histograms ``[nodes, features,
     K, L]`` are counted and reduced in blocks of about 4M entries.
     """
     m, num_classes = counts.shape
@@ -214,7 +289,6 @@ def best_binned_splits(binned: np.ndarray, y: np.ndarray, node: np.ndarray, coun
     if not len(nodes):
         return feature, threshold
     num_bins = max(len(e) for e in edges) + 1
-    h = np.square if criterion == "gini" else _xlogx
     per_node = num_bins * num_classes
     node_block = max(1, _HISTOGRAM_BUDGET // per_node)
     feature_block = max(1, _HISTOGRAM_BUDGET // (min(len(nodes), node_block) * per_node))
@@ -223,42 +297,47 @@ def best_binned_splits(binned: np.ndarray, y: np.ndarray, node: np.ndarray, coun
         block = nodes[b0:b0 + node_block]
         index[block] = np.arange(len(block))
         rows = np.flatnonzero(index[node] >= 0)
-        best = np.full(len(block), -np.inf)
-        best_priority = np.full(len(block), -np.inf)
+        feature_best = np.empty((len(block), dims))
+        feature_cut = np.empty((len(block), dims), np.int64)
         for f0 in range(0, dims, feature_block):
             features = np.arange(f0, min(dims, f0 + feature_block))
             slot = ((index[node[rows], None] * len(features) + features - f0) * num_bins
                     + binned[rows][:, features]) * num_classes + y[rows, None]
             hist = np.bincount(slot.ravel(), minlength=len(block) * len(features) * per_node)
             hist = reducer.sum(hist).reshape(len(block), len(features), num_bins, num_classes)
-            left = np.cumsum(hist, axis=2)[:, :, :-1]                   # cut after bin b
-            right = counts[block, None, None, :] - left
-            n_left, n_right = left.sum(axis=3), right.sum(axis=3)
-            if criterion == "gini":
-                score = (h(left).sum(axis=3) / np.maximum(n_left, 1)
-                         + h(right).sum(axis=3) / np.maximum(n_right, 1))
-            else:
-                score = h(left).sum(axis=3) - h(n_left) + h(right).sum(axis=3) - h(n_right)
             cuts = np.array([len(edges[f]) for f in features])
-            valid = (n_left > 0) & (n_right > 0) & (np.arange(num_bins - 1) < cuts[:, None])
-            score = np.where(valid, score, -np.inf)
-            for j, f in enumerate(features):
-                cut = np.argmax(score[:, j], axis=1)        # first (smallest edge) of the best
-                node_best = score[np.arange(len(block)), j, cut]
-                tie = (node_best == best) & (node_best > -np.inf) & \
-                    (priority[block, f] > best_priority)
-                better = (node_best > best) | tie
-                best_priority = np.where(better, priority[block, f], best_priority)
-                best = np.where(better, node_best, best)
-                feature[block[better]] = f
-                threshold[block[better]] = edges[f][cut[better]]
+            score = cut_scores(hist, criterion, np.arange(num_bins - 1) < cuts[:, None])
+            feature_best[:, features] = score.max(axis=2)
+            # first (smallest edge) cut that ties with its feature's best
+            feature_cut[:, features] = np.argmax(
+                near_best(score, feature_best[:, features, None]), axis=2)
+        chosen, cut, found = pick_split(feature_best, feature_cut, priority[block])
+        feature[block[found]] = chosen[found]
+        threshold[block[found]] = [edges[f][c] for f, c in zip(chosen[found], cut[found])]
         index[block] = -1
     return feature, threshold
 
 
+def cut_scores(hist, criterion: str, has_edge, xp=np):
+    """``[m, F, K-1]`` score of "bins <= b go left" (-inf where a side is empty or ``has_edge``
+    ``[F, K-1]`` is False) from class histograms ``hist`` ``[m, F, K, L]`` (:func:`best_splits`'s
+    proxy of the impurity decrease). ``xp``: NumPy or ``jax.numpy``."""
+    total = hist.sum(axis=2, keepdims=True)
+    left = xp.cumsum(hist, axis=2)[:, :, :-1]
+    right = total - left
+    n_left, n_right = left.sum(axis=3), right.sum(axis=3)
+    if criterion == "gini":
+        score = ((left * left).sum(axis=3) / xp.maximum(n_left, 1)
+                 + (right * right).sum(axis=3) / xp.maximum(n_right, 1))
+    else:
+        score = (_xlogx(left, xp).sum(axis=3) - _xlogx(n_left, xp)
+                 + _xlogx(right, xp).sum(axis=3) - _xlogx(n_right, xp))
+    return xp.where((n_left > 0) & (n_right > 0) & has_edge, score, -xp.inf)
+
+
 def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray,
                 counts: np.ndarray, candidate: np.ndarray, criterion: str,
-                priority: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                priority: np.ndarray, weight=None) -> tuple[np.ndarray, np.ndarray]:
     """Best cut of every candidate node of a level.
 
     Args:
@@ -266,7 +345,9 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
       node: ``[k]`` node of each point (``0..m-1``); counts: ``[m, L]`` class counts per node.
       candidate: ``[m]`` bool, nodes that may split.
       criterion: ``"gini"`` or ``"entropy"``.
-      priority: ``[m, D]`` float: where features tie, the one of higher priority wins.
+      priority: ``[m, D]`` int (:func:`tie_priority`): where features tie, the one of higher
+        priority wins.
+      weight: None or ``[k]`` positive weights of the points (``counts`` their sums).
 
     Returns:
       feature: ``[m]`` int, the split feature (-1 where no cut exists or the node is no candidate);
@@ -286,13 +367,14 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
     if not keep.any():
         return feature, threshold
     X, y, rank, node = X[keep].T.copy(), y[keep], rank[keep].T, node[keep]
+    weight = np.ones(len(node)) if weight is None else weight[keep]
     h = np.square if criterion == "gini" else _xlogx
     size = np.bincount(node, minlength=m)
     first = np.cumsum(size) - size        # where each node starts in (node, value) order
     sorted_node = np.sort(node)           # the node at each position of that order
     start = first[sorted_node]
-    n_left = np.arange(len(node)) - start + 1
-    n_right = size[sorted_node] - n_left
+    node_weight = counts.sum(axis=1)[sorted_node]
+    has_next = np.arange(len(node)) - start + 1 < size[sorted_node]   # a next point in the node
     h_total = h(counts).sum(axis=1)[sorted_node]
     # order by (node, value): sorted integer keys (node, rank), then each key's point through the
     # inverse of the ranks (distinct within a column), ~3x an int64 argsort
@@ -301,17 +383,19 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
     for f in range(X.shape[0]):
         point_of_rank[rank[f]] = np.arange(len(node))
         order = point_of_rank[sorted_node_rank_keys(node, rank[f], m, n_total) % n_total]
-        value, label = X[f, order], y[order]
-        seen = _earlier_same_class(sorted_node, label, counts.shape[1])   # L_c before the point
-        remaining = counts[sorted_node, label] - seen                      # R_c before the point
-        h_left = _running_sum(h(seen + 1) - h(seen), start)
-        h_right = h_total + _running_sum(h(remaining - 1) - h(remaining), start)
+        value, label, w = X[f, order], y[order], weight[order]
+        n_left = _running_sum(w, start)
+        n_right = node_weight - n_left
+        seen = _earlier_same_class(sorted_node, label, counts.shape[1], w)  # L_c before the point
+        remaining = counts[sorted_node, label] - seen                        # R_c before the point
+        h_left = _running_sum(h(seen + w) - h(seen), start)
+        h_right = h_total + _running_sum(h(remaining - w) - h(remaining), start)
         if criterion == "gini":
-            score = h_left / n_left + h_right / np.maximum(n_right, 1)
+            score = h_left / n_left + h_right / np.where(n_right > 0, n_right, 1)
         else:
             score = h_left - h(n_left) + h_right - h(n_right)
         # a cut after position i needs a next point in the node with a larger value
-        cuttable = (n_right > 0) & np.append(value[1:] > value[:-1], False)
+        cuttable = has_next & np.append(value[1:] > value[:-1], False)
         score = np.where(cuttable, score, -np.inf)
         node_best = np.full(m, -np.inf)
         node_best[size > 0] = np.maximum.reduceat(score, first[size > 0])
@@ -330,15 +414,16 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
     return feature, threshold
 
 
-def _earlier_same_class(node, label, num_classes):
-    """``[k]``: how many earlier points (in the given order) share each point's node and class."""
+def _earlier_same_class(node, label, num_classes, weight):
+    """``[k]``: the weight of the earlier points (in the given order) that share each point's node
+    and class."""
     group = node * num_classes + label
     by_group = np.argsort(group, kind="stable")
     g = group[by_group]
     starts = np.flatnonzero(np.r_[True, g[1:] != g[:-1]])
-    rank_in_group = np.arange(len(g)) - np.repeat(starts, np.diff(np.r_[starts, len(g)]))
-    seen = np.empty(len(g), np.int64)
-    seen[by_group] = rank_in_group
+    before = np.cumsum(weight[by_group]) - weight[by_group]
+    seen = np.empty(len(g))
+    seen[by_group] = before - np.repeat(before[starts], np.diff(np.r_[starts, len(g)]))
     return seen
 
 
@@ -348,6 +433,6 @@ def _running_sum(increment, start):
     return total - (total[start] - increment[start])
 
 
-def _xlogx(c):
-    c = np.asarray(c, np.float64)
-    return c * np.log(np.where(c > 0, c, 1.0))
+def _xlogx(c, xp=np):
+    c = xp.asarray(c, np.float64) if xp is np else c
+    return c * xp.log(xp.where(c > 0, c, 1))

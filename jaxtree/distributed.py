@@ -447,20 +447,22 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
         raise ValueError(f"partition must be one of {list(_PARTITIONS)}; got {partition!r}")
     depth = (estimator.max_depth if estimator.max_depth is not None
              else default_depth(partition, n, X.shape[1]))
-    _check_tree_options(depth, estimator.min_split, estimator.split, estimator.layout)
+    # a CART T0 has its own shape: compact, as the one-process fit's trees are
+    layout = "compact" if partition == "cart" else "auto"
+    _check_tree_options(depth, estimator.min_split, estimator.split, layout)
     if partition == "cart":
         cart.check_bins(bins)
     profile = _Profile(reducer)
     with profile("tree"):
         if partition == "kd":
             tree = build.grow_kd(X, y, depth, estimator.min_split, estimator.split,
-                                 estimator.layout, reducer)
+                                 layout, reducer)
         elif partition == "dyadic":
             tree = build.grow_dyadic(X, y, depth, estimator.min_split, estimator.split,
-                                     estimator.layout, reducer)
+                                     layout, reducer)
         else:
             tree = cart.grow_cart_tree(X, y, depth, estimator.min_split, "gini",
-                                       estimator.layout, estimator.random_state, bins, reducer)
+                                       layout, estimator.random_state, bins, reducer)
     estimator.classes_ = classes
     estimator.n_features_in_ = X.shape[1]
     estimator.tree_ = tree

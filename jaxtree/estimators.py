@@ -26,43 +26,81 @@ import contextlib
 import dataclasses
 import functools
 import math
+import warnings
 from typing import Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils import check_random_state
+from sklearn.utils.class_weight import compute_sample_weight
 from sklearn.utils.multiclass import check_classification_targets
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from jaxtree import select
+from jaxtree import fitting, select
 from jaxtree.certificate import (Certificate, pacbayes_certificate, pacbayes_theory_certificate,
                                  tune_by_bound)
-from jaxtree.build import dyadic_tree, kd_tree
-from jaxtree.cart import cart_tree
+from jaxtree.grow import grow_tree
 from jaxtree.oblique import margin_bound, node_margins, oblique_tree
 from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_log_weights,
                               pacbayes_theory_log_weights, posterior_predictive, vote)
 from jaxtree.tree import scale_points
 from jaxtree import hsvote, prune, shapes
 from jaxtree.engine import best_pruning
-from jaxtree.stats import DEFAULT_SMOOTHING, NodeStats, check_smoothing, class_frequencies
+from jaxtree.stats import (DEFAULT_SMOOTHING, NodeStats, check_smoothing, class_frequencies,
+                           node_stats)
 from jaxtree.validation import float_dtype
 
 
-def _cart(X, max_depth, min_split=2, y=None, split="cycle", layout="auto", random_state=0):
-    """:func:`jaxtree.cart_tree` behind the builders' signature (``split`` does not apply)."""
-    return cart_tree(X, y, max_depth=max_depth, min_split=min_split, layout=layout,
-                     random_state=random_state)
-
-
-PARTITIONS = {"kd": kd_tree, "dyadic": dyadic_tree, "cart": _cart}
+#: T0's builders (:func:`jaxtree.grow_tree`): KD, dyadic, and CART over quantile bins.
+PARTITIONS = ("kd", "dyadic", "cart")
 
 #: ``predict_proba`` of the votes over prunings: the posterior predictive (the pruning leaves'
 #: smoothed class frequencies, averaged under the weights) or the paper's vote of hard labels.
 PROBA_MODES = ("predictive", "majority")
 # the node frequencies, one compiled program per tree shape (a compact layout's pass is a scan)
 _class_frequencies = jax.jit(class_frequencies)
+# T0, its weighted counts and the CV's folds: one compiled program per padded shape and config
+_grow_tree = jax.jit(grow_tree, static_argnames="config")
+_cv_folds = jax.jit(fitting.cv_folds, static_argnames=("config", "num_classes"))
+
+
+@functools.partial(jax.jit, static_argnames="num_classes")
+def _weighted_stats(tree, X, y, weight, num_classes):
+    """:func:`jaxtree.node_stats` of the padded, weighted sample."""
+    return node_stats(tree, X, y, num_classes, weight)
+
+
+def _warn_capped(capped, width: int) -> None:
+    """Warn when the level-width cap ``width`` kept ``capped`` nodes of T0 from splitting."""
+    capped = int(capped)
+    if capped:
+        warnings.warn(f"{capped} nodes of T0 were not split: a level of the tree would need "
+                      f"more than its width cap of {width} nodes; raise min_split or lower "
+                      f"max_depth for a tree the cap holds", RuntimeWarning, stacklevel=3)
+
+
+def _repeated_rows(weight) -> np.ndarray:
+    """Row indices repeating each row by its weight (an integer); ValueError for other weights
+    (a builder that takes no weights: the oblique tree)."""
+    weight = np.asarray(weight)
+    if not np.array_equal(weight, np.round(weight)):
+        raise ValueError("ObliqueTreeClassifier takes integer sample weights only (each row "
+                         "repeated that many times); round them, or use another estimator")
+    return np.repeat(np.arange(len(weight)), weight.astype(np.int64))
+
+
+def _holdout_key(key):
+    """The key of a fit's hold-out split (S0 / S, S1 / S2), apart from T0's and the folds'."""
+    return jax.random.fold_in(key, 1)
+
+
+def _random_key(random_state):
+    """``jax.random.PRNGKey`` of a scikit-learn ``random_state`` (int, None or a generator)."""
+    if isinstance(random_state, (int, np.integer)):
+        return jax.random.PRNGKey(int(random_state))
+    return jax.random.PRNGKey(int(check_random_state(random_state).randint(2 ** 31 - 1)))
 
 
 def _check_proba_options(proba, smoothing):
@@ -125,25 +163,62 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         tags.target_tags.required = True
         return tags
 
-    def fit(self, X, y):
-        """Build T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` and fit the model. Returns self."""
+    def fit(self, X, y, sample_weight=None):
+        """Build T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` and fit the model. Returns self.
+
+        ``sample_weight``: optional ``[n]`` non-negative weights (default ones), multiplied by
+        those of ``class_weight`` where the estimator has one. They weigh every count — T0's
+        splits, the node statistics, the CV folds' training and validation parts — so an integer
+        weight is the same as that many copies of the row, and weight 0 the same as leaving
+        the row out."""
         X, y = self._validate_fit_input(X, y)
         self._check_params()
         self._per_fold_trees()           # checks cv_trees before any tree is built
         classes, y_encoded = np.unique(y, return_inverse=True)
         self._check_classes(classes)
         self.classes_ = classes
-        self._fit_encoded(X, y_encoded)
+        weight = self._training_weights(X, y, sample_weight)
+        self._fit_encoded(X, y_encoded.astype(np.int32), weight)
         return self
 
-    def _fit_encoded(self, X, y):
-        """T0, its statistics, the tuned parameters and the model, from validated ``X`` and
-        labels encoded as ``0..L-1``."""
-        # T0 and the sample padded to shared shapes (jaxtree.shapes): refits compile nothing
-        self.tree_ = shapes.pad_tree(self._build_tree(X, y), X.shape[0])
-        self.stats_ = shapes.padded_node_stats(self.tree_, X, y, self._num_stat_classes())
-        self._select_params(X, y)
-        self._fit_tree(self.stats_, X, y)
+    def _training_weights(self, X, y, sample_weight) -> np.ndarray:
+        """``[n]`` float weights: ``sample_weight`` (checked by scikit-learn's validator) times
+        ``class_weight``'s (:func:`sklearn.utils.class_weight.compute_sample_weight`)."""
+        with _naming("sample_weight"):
+            weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                          ensure_non_negative=True)
+        class_weight = getattr(self, "class_weight", None)
+        if not (class_weight is None or class_weight == "balanced"
+                or isinstance(class_weight, dict)):
+            raise ValueError(f"class_weight must be None, 'balanced' or a dict {{label: "
+                             f"weight}}; got {class_weight!r}")
+        if class_weight is not None:
+            with _naming("class_weight"):
+                weight = weight * compute_sample_weight(class_weight, y)
+        if not weight.sum() > 0:
+            raise ValueError("sample_weight must have a positive sum: every row has weight 0")
+        return weight.astype(X.dtype)
+
+    def _fit_encoded(self, X, y, weight):
+        """T0, its statistics, the tuned parameters and the model, from validated ``X``, labels
+        encoded as ``0..L-1`` and weights ``[n]``."""
+        X, y, weight = self._padded_sample(X, y, weight)
+        self.tree_ = self._grow(X, y, weight)
+        self.stats_ = _weighted_stats(self.tree_, X, y, weight, self._num_stat_classes())
+        self._select_params(X, y, weight)
+        self._fit_tree(self.stats_, X, y, weight)
+
+    def _padded_sample(self, X, y, weight):
+        """The sample padded with weight-0 rows to :func:`jaxtree.shapes.fit_rows` rows: the
+        shape the compiled programs of a fit see (refits at nearby sizes share them). Records
+        ``n_samples_`` (rows of positive weight) first."""
+        self._num_rows = int(np.count_nonzero(weight))
+        self._total_weight = float(weight.sum())
+        return shapes.pad_sample(X, y, weight, shapes.fit_rows(X.shape[0], self._shape_family(X)))
+
+    def _shape_family(self, X) -> tuple:
+        """What else than the row count fixes the compiled programs' shapes."""
+        return (type(self).__name__, X.shape[1], self._num_stat_classes(), X.dtype.name)
 
     def predict_proba(self, X):
         """``[n, L]`` class probabilities (columns in the order of ``classes_``), each in
@@ -207,9 +282,10 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         """Refuse constructor parameters that are wrong whatever the data (ValueError naming
         the parameter); called by ``fit`` (the distributed one too) before T0 is built."""
 
-    def _select_params(self, X, y, cv_data=None):
+    def _select_params(self, X, y, weight=None, cv_data=None):
         """Apply the ``tune`` option (class docstring); sets ``best_params_``, ``cv_results_``.
-        ``cv_data``: None (deal ``X``, ``y`` into ``cv`` folds), or a function returning keyword
+        ``cv_data``: None (deal the distinct rows of ``X``, ``y``, weighted by ``weight``, into
+        ``cv`` folds, :func:`jaxtree.fitting.fold_weights`), or a function returning keyword
         arguments of :func:`jaxtree.select.tune` with prepared ``folds`` (and ``errors_fn``),
         called only when tuning (the distributed fit)."""
         self.__dict__.pop("best_params_", None)
@@ -239,7 +315,7 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
                 return
             fixed, mode = {**fixed, **given}, "grid"
         if cv_data is None:
-            data = {"folds": self._cv_folds(X, y), "errors_fn": self._cv_errors_fn()}
+            data = {"folds": self._cv_folds(X, y, weight), "errors_fn": self._cv_errors_fn()}
         else:
             data = cv_data()
         self.best_params_, self.cv_results_ = select.tune(
@@ -273,18 +349,15 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
             raise ValueError(f"cv_trees must be 'auto', 'shared' or 'per_fold'; got {mode!r}")
         return mode == "per_fold" or (mode == "auto" and self.partition == "cart")
 
-    def _cv_folds(self, X, y):
-        """The ``folds`` argument of :func:`jaxtree.select.tune`: the number of folds (one T0
-        for all), or :class:`jaxtree.select.Folds` with T0 grown on each fold's training part."""
-        k = getattr(self, "cv", 2)
-        if not self._per_fold_trees():
-            return k
-        masks = select.fold_masks(len(y), k, getattr(self, "random_state", 0))
-        # one layout kind for every fold, so that the trees pad to one shape
-        layout = "complete" if self._layout() == "complete" else "compact"
-        return select.prepare_fold_trees(
-            lambda X_part, y_part: TreeClassifierBase._build_tree(self, X_part, y_part, layout),
-            X, y, len(self.classes_), masks)
+    def _cv_folds(self, X, y, weight):
+        """The ``folds`` of :func:`jaxtree.select.tune`: :class:`jaxtree.select.Folds` of the
+        padded sample, the distinct rows dealt into ``cv`` folds by the key of ``random_state``
+        (:func:`jaxtree.fitting.cv_folds`: what :func:`jaxtree.fit` does), with T0 grown on each
+        fold's training part when :meth:`_per_fold_trees`."""
+        config = self._fit_config(X, weight)
+        grow_key, fold_key = fitting.fit_keys(self._key())
+        return _cv_folds(X, y, weight, fold_key, grow_key, self.tree_, config,
+                         len(self.classes_))
 
     def _tune_by_bound(self):
         """``(best_params, results)`` of ``tune="bound"``: only a model with a PAC-Bayes
@@ -292,27 +365,38 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         raise ValueError(f"tune='bound' needs a PAC-Bayes certificate; {type(self).__name__} "
                          "has none: use tune='grid' or 'gradient'")
 
-    def _build_tree(self, X, y, layout=None):
-        if self.partition not in PARTITIONS:
-            raise ValueError(f"partition must be one of {sorted(PARTITIONS)}; "
-                             f"got {self.partition!r}")
-        depth = self.max_depth if self.max_depth is not None else default_depth(
-            self.partition, *X.shape)
-        builder = PARTITIONS[self.partition]
-        # CART breaks ties between features at random: seeded by the estimator's random_state
-        seed = {"random_state": getattr(self, "random_state", 0)} if self.partition == "cart" \
-            else {}
-        return builder(X, max_depth=None if depth is None else int(depth),
-                       min_split=self.min_split, y=y, split=self.split,
-                       layout=layout or self._layout(), **seed)
+    def _grow(self, X, y, weight):
+        """T0 grown inside one compiled program (:func:`jaxtree.grow_tree`) on the padded,
+        weighted sample; warns when the level-width cap kept nodes from splitting."""
+        config = self._fit_config(X, weight)
+        tree, info = _grow_tree(X, y, weight, config.grow, fitting.fit_keys(self._key())[0])
+        _warn_capped(info.capped, config.grow.width)
+        return tree
 
-    def _layout(self) -> str:
-        """T0's layout: the ``layout`` parameter, where ``"auto"`` means compact for a CART T0
-        (every grown tree has its own shape: one layout kind for all of them, the one the CV's
-        fold trees use, lets :mod:`jaxtree.shapes` share compiled programs between fits; a
-        shallow tree that a heap would hold in fewer bytes is small either way)."""
-        layout = getattr(self, "layout", "auto")
-        return "compact" if layout == "auto" and self.partition == "cart" else layout
+    def _fit_config(self, X, weight, **options) -> fitting.FitConfig:
+        """:func:`jaxtree.fitting.fit_config` of this estimator's T0 and CV for the padded
+        sample ``X`` ``[n', D]``: the default depth follows the sample's total weight (the
+        number of rows it stands for), the level width the padded row count ``n'``."""
+        if self.partition not in PARTITIONS:
+            raise ValueError(f"partition must be one of {PARTITIONS}; got {self.partition!r}")
+        depth = self.max_depth if self.max_depth is not None else fitting.default_max_depth(
+            self.partition, max(2, int(math.ceil(float(np.sum(weight))))), X.shape[1])
+        settings = dict(num_classes=self._num_stat_classes(), partition=self.partition,
+                        max_depth=depth, min_split=self.min_split, split=self.split,
+                        bins=getattr(self, "bins", None), cv=getattr(self, "cv", 2),
+                        lam1=1.0, lam2=1.0, tune=None, random_state=self._tie_seed(),
+                        cv_trees=getattr(self, "cv_trees", "shared"))
+        return fitting.fit_config(X.shape[0], X.shape[1], **{**settings, **options})
+
+    def _tie_seed(self) -> int:
+        """The seed of a CART T0's ties between features: ``random_state`` when an int."""
+        seed = getattr(self, "random_state", 0)
+        return int(seed) if isinstance(seed, (int, np.integer)) else 0
+
+    def _key(self):
+        """The ``jax.random`` key of ``random_state`` (an int, None or a NumPy generator as
+        scikit-learn takes it): T0's random choices and the CV's folds."""
+        return _random_key(getattr(self, "random_state", 0))
 
 
 def estimator_classes() -> dict:
@@ -326,15 +410,10 @@ def estimator_classes() -> dict:
 
 
 def default_depth(partition: str, n: int, dims: int) -> Optional[int]:
-    """Default ``max_depth``: ``ceil(log2 n)`` for KD trees (about one point per leaf); for dyadic
-    trees the paper's rule ``floor(ln n)·D`` (every coordinate halved ``floor(ln n)`` times; 456
-    levels on spam, held by the compact layout; purity and ``min_split`` stop most branches far
-    earlier); None (grow to purity) for CART trees."""
-    if partition == "dyadic":
-        return int(math.floor(math.log(n))) * dims
-    if partition == "cart":
-        return None
-    return max(1, int(math.ceil(math.log2(n))))
+    """Default ``max_depth`` of the host builders (the distributed fit):
+    :func:`jaxtree.fitting.default_max_depth`, but None (grow to purity) for CART trees, whose
+    host builder needs no level-width budget."""
+    return None if partition == "cart" else fitting.default_max_depth(partition, n, dims)
 
 
 class PACBayesTreeClassifier(TreeClassifierBase):
@@ -352,9 +431,10 @@ class PACBayesTreeClassifier(TreeClassifierBase):
       split: ``"spread"`` (default: the coordinate of widest interquartile range) or ``"cycle"``
         (coordinate ``depth mod D``, the paper's rule: on digit it never splits past the first
         coordinates, test error 0.55 against 0.19); KD and dyadic trees only.
-      layout: ``"auto"`` (the layout that takes less memory; always compact for a CART T0, so
-        that the trees of successive fits share compiled programs), ``"complete"`` (heap) or
-        ``"compact"`` (levels padded to the widest; for trees hundreds of levels deep).
+      bins: quantile bins per feature of a CART T0 (its split candidates; default
+        :data:`jaxtree.fitting.DEFAULT_BINS`).
+      class_weight: None, ``"balanced"`` or ``{label: weight}``, as in scikit-learn: each
+        row's weight is multiplied by its class's (``fit``'s ``sample_weight``).
       lam1, lam2: λ1 (weight of training errors) and λ2 (weight of the concentration term);
         None (default): selected by ``tune``.
       potentials: ``"practical"`` (the paper's reading, docs/theory/pacbayes.md),
@@ -443,13 +523,14 @@ class PACBayesTreeClassifier(TreeClassifierBase):
     def __init__(self, partition="cart", max_depth=None, min_split=2, split="spread",
                  lam1=None, lam2=None, potentials="practical", delta=0.05, proba="predictive",
                  smoothing=DEFAULT_SMOOTHING, scoring="accuracy", tune="auto", cv=2,
-                 random_state=0, layout="auto", distributed=False, cv_trees="auto",
-                 certify=False):
+                 random_state=0, bins=None, class_weight=None, distributed=False,
+                 cv_trees="auto", certify=False):
         self.partition = partition
         self.max_depth = max_depth
         self.min_split = min_split
         self.split = split
-        self.layout = layout
+        self.bins = bins
+        self.class_weight = class_weight
         self.lam1 = lam1
         self.lam2 = lam2
         self.potentials = potentials
@@ -464,8 +545,9 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         self.cv_trees = cv_trees
         self.certify = certify
 
-    def fit(self, X, y):
-        """Build T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` and fit the model (with
+    def fit(self, X, y, sample_weight=None):
+        """Build T0 on ``X`` ``[n, D]`` with labels ``y`` ``[n]`` (and optional ``[n]``
+        ``sample_weight``, :meth:`TreeClassifierBase.fit`) and fit the model (with
         ``distributed=True``: on the rows of all processes, ``X`` and ``y`` being this process's
         block). Returns self."""
         self._per_fold_trees()           # checks cv_trees before any tree is built
@@ -473,9 +555,12 @@ class PACBayesTreeClassifier(TreeClassifierBase):
             if self._prior_share() is not None:
                 raise ValueError("certify is not supported with distributed=True; use "
                                  "certify=False")
+            if sample_weight is not None or self.class_weight is not None:
+                raise ValueError("sample_weight and class_weight are not supported with "
+                                 "distributed=True; leave them None")
             from jaxtree import distributed  # imports this module
             return distributed.fit(self, X, y)
-        return super().fit(X, y)
+        return super().fit(X, y, sample_weight)
 
     def _check_params(self):
         _check_proba_options(self.proba, self.smoothing)
@@ -526,27 +611,57 @@ class PACBayesTreeClassifier(TreeClassifierBase):
             return float(certify)
         raise ValueError(f"certify must be False, True or a fraction in (0, 1); got {certify!r}")
 
-    def _fit_encoded(self, X, y):
-        """With ``certify``: T0, the labels and ``prior_stats_`` from S0, the rest from S."""
+    def _fit_encoded(self, X, y, weight):
+        """The pure fit (:func:`jaxtree.fitting.fit_with_config`) unless ``certify`` splits the
+        sample or ``tune`` is ``"gradient"`` or ``"bound"`` (the shell's own steps then)."""
         self.__dict__.pop("prior_stats_", None)
+        if self._prior_share() is not None:
+            return self._fit_certified(X, y, weight)
+        if self.tune in ("gradient", "bound"):
+            return super()._fit_encoded(X, y, weight)
+        for name in ("best_params_", "cv_results_"):
+            self.__dict__.pop(name, None)
+        X, y, weight = self._padded_sample(X, y, weight)
+        given = {} if self.tune == "grid" else {"lam1": self.lam1, "lam2": self.lam2}
+        config = self._fit_config(X, weight, **{"lam1": None, "lam2": None, **given},
+                                  tune=None if self.tune is None else "auto")
+        model = fitting.fit_with_config(X, y, weight, self._key(), config,
+                                        **{k: v for k, v in given.items() if v is not None},
+                                        delta=self.delta, smoothing=self.smoothing)
+        _warn_capped(model.capped, config.grow.width)
+        self.fitted_tree_ = model
+        self.tree_, self.stats_ = model.tree, model.stats
+        self.node_log_weights_, self.node_proba_ = model.log_weights, model.node_proba
+        if model.search is not None:
+            self.best_params_ = {name: float(getattr(model, name)) for name in config.tuned}
+            self.cv_results_ = select._grid_results(model.search, list(config.tuned),
+                                                   self.scoring)
+
+    def _fit_config(self, X, weight, **options) -> fitting.FitConfig:
+        settings = dict(potentials=self.potentials, proba=self.proba, scoring=self.scoring)
+        return super()._fit_config(X, weight, **{**settings, **options})
+
+    def _fit_certified(self, X, y, weight):
+        """``certify``: T0, the labels and ``prior_stats_`` from S0 (a share of the distinct
+        rows), the counts, the λ's and the posterior from the rest, S."""
+        if not np.all((weight == 0) | (weight == 1)):
+            raise ValueError("certify needs sample weights of 0 or 1 (the bound counts points): "
+                             "drop certify, or pass the rows to keep with weight 1")
         share = self._prior_share()
-        if share is None:
-            return super()._fit_encoded(X, y)
-        n = X.shape[0]
-        held = int(round(share * n))
-        if held < 2 or n - held < 2:
-            raise ValueError(f"certify={self.certify!r} splits {n} samples into {held} for T0 "
-                             f"and {n - held} for the posterior; each needs at least 2")
-        order = np.random.default_rng(self.random_state).permutation(n)
-        prior_rows, rows = np.sort(order[:held]), np.sort(order[held:])
+        X, y, weight = self._padded_sample(X, y, weight)
+        prior, rest = np.asarray(fitting.holdout_weights(X, y, weight, _holdout_key(self._key()),
+                                                         share))
+        held, kept = int(prior.sum()), int(rest.sum())
+        if held < 2 or kept < 2:
+            raise ValueError(f"certify={self.certify!r} splits {held + kept} samples into {held} "
+                             f"for T0 and {kept} for the posterior; each needs at least 2")
         num_classes = len(self.classes_)
-        self.tree_ = shapes.pad_tree(self._build_tree(X[prior_rows], y[prior_rows]), n)
-        self.prior_stats_ = shapes.padded_node_stats(self.tree_, X[prior_rows], y[prior_rows],
-                                                     num_classes)
-        counts = shapes.padded_node_stats(self.tree_, X[rows], y[rows], num_classes).counts
+        self.tree_ = self._grow(X, y, prior)
+        self.prior_stats_ = _weighted_stats(self.tree_, X, y, prior, num_classes)
+        counts = _weighted_stats(self.tree_, X, y, rest, num_classes).counts
         self.stats_ = NodeStats(counts=counts, label=self.prior_stats_.label)
-        self._select_params(X[rows], y[rows])
-        self._fit_tree(self.stats_, X[rows], y[rows])
+        self._select_params(X, y, rest)
+        self._fit_tree(self.stats_, X, y, rest)
 
     def _tune_by_bound(self):
         result = tune_by_bound(self.tree_, self.stats_, self.potentials, self.delta,
@@ -569,7 +684,7 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         # the CV scores the probabilities predict_proba will give
         return {"smoothing": self.smoothing} if self.proba == "predictive" else {}
 
-    def _fit_tree(self, stats, X, y):
+    def _fit_tree(self, stats, X, y, weight=None):
         lam1, lam2 = self._param("lam1"), self._param("lam2")
         needed = (lam1,) if self.potentials == "theory" else (lam1, lam2)
         if any(lam is None or not lam > 0 for lam in needed):
@@ -642,6 +757,7 @@ class PrunedTreeClassifier(TreeClassifierBase):
 
       proba: ``"predictive"`` (default: the leaf's class frequencies, smoothed) or
         ``"majority"`` (one-hot leaf labels), as in :class:`PACBayesTreeClassifier`.
+      bins, class_weight: as in :class:`PACBayesTreeClassifier`.
       smoothing: α ≥ 0, the Dirichlet pseudo-count per class of the leaf frequencies
         (:func:`jaxtree.class_frequencies`; ½ by default, 0: scikit-learn's frequencies).
 
@@ -671,7 +787,9 @@ class PrunedTreeClassifier(TreeClassifierBase):
     def __init__(self, method="c1", partition="kd", max_depth=None, min_split=2, split="cycle",
                  lam=None, c=None, delta=0.05, selection="srm", holdout=1 / 3, num_tests=None,
                  resample=True, tune="auto", cv=2, random_state=0, proba="predictive",
-                 smoothing=DEFAULT_SMOOTHING, cv_trees="auto"):
+                 smoothing=DEFAULT_SMOOTHING, cv_trees="auto", bins=None, class_weight=None):
+        self.bins = bins
+        self.class_weight = class_weight
         self.method = method
         self.partition = partition
         self.max_depth = max_depth
@@ -700,16 +818,18 @@ class PrunedTreeClassifier(TreeClassifierBase):
             return None
         return "min_size_srm" if self.method == "min_size" else self.method
 
-    def _split_sample(self, n):
-        """``(grow, prune)`` index arrays of S1 and S2 (deterministic in ``random_state``)."""
+    def _split_weights(self, X, y, weight):
+        """``(grow, prune)`` ``[n]`` weights of S1 and S2: the share ``holdout`` of the distinct
+        rows (drawn with ``random_state``) is S2, each row keeping its weight on its side."""
         if not 0 < self.holdout < 1:
             raise ValueError(f"holdout must be in (0, 1); got {self.holdout!r}")
-        held = max(1, int(round(self.holdout * n)))
-        if n - held < 2:
-            raise ValueError(f"holdout={self.holdout} leaves {n - held} samples to grow T0 "
-                             f"from {n}; need at least 2")
-        order = np.random.default_rng(self.random_state).permutation(n)
-        return np.sort(order[held:]), np.sort(order[:held])
+        held, grow = np.asarray(fitting.holdout_weights(
+            X, y, weight, _holdout_key(self._key()), self.holdout))
+        if np.count_nonzero(grow) < 2 or not held.any():
+            raise ValueError(f"holdout={self.holdout} splits {np.count_nonzero(weight)} samples "
+                             f"into {np.count_nonzero(grow)} to grow T0 and "
+                             f"{np.count_nonzero(held)} to prune; need at least 2 and 1")
+        return grow, held
 
     def _check_params(self):
         """The parameters' values, before any tree is built."""
@@ -735,15 +855,13 @@ class PrunedTreeClassifier(TreeClassifierBase):
         if name == "c" and not 0 < self.delta < 1:
             raise ValueError(f"delta must be in (0, 1); got {self.delta!r}")
 
-    def _build_tree(self, X, y):
-        self._check_params()
+    def _grow(self, X, y, weight):
         if self._uses_holdout():
-            grow, _ = self._split_sample(X.shape[0])
-            X, y = X[grow], y[grow]
-        return super()._build_tree(X, y)
+            weight = self._split_weights(X, y, weight)[0]
+        return super()._grow(X, y, weight)
 
-    def _select_params(self, X, y, cv_data=None):
-        super()._select_params(X, y, cv_data)
+    def _select_params(self, X, y, weight=None, cv_data=None):
+        super()._select_params(X, y, weight, cv_data)
         if self._penalized() is None and self.tune is not None:
             self.best_params_ = {}   # the hold-out part chooses the pruning: nothing to tune
 
@@ -788,13 +906,13 @@ class PrunedTreeClassifier(TreeClassifierBase):
             return float(prune.log_num_tests_of(self.tree_))
         return math.log(max(self.num_tests, 2))
 
-    def _fit_tree(self, stats, X, y):
+    def _fit_tree(self, stats, X, y, weight=None):
         tree, num_classes = self.tree_, len(self.classes_)
         holdout_err = None
         if self._uses_holdout():
-            grow, held = self._split_sample(X.shape[0])
-            stats = shapes.padded_node_stats(tree, X[grow], y[grow], num_classes)
-            counts2 = shapes.padded_node_stats(tree, X[held], y[held], num_classes).counts
+            grow, held = self._split_weights(X, y, weight)
+            stats = _weighted_stats(tree, X, y, grow, num_classes)
+            counts2 = _weighted_stats(tree, X, y, held, num_classes).counts
             holdout_err = prune.holdout_errors(counts2, stats.label)
             self.stats_ = stats
         method, lam, c = self.method, self._param("lam"), self._param("c")
@@ -850,6 +968,7 @@ class HSVoteClassifier(TreeClassifierBase):
       cv, random_state: number of CV folds and the seed that deals them.
       cv_trees: which T0 the CV folds use, as in :class:`PACBayesTreeClassifier` (``"auto"``:
         per fold for ``partition="cart"``, shared for KD and dyadic trees).
+      bins, class_weight: as in :class:`PACBayesTreeClassifier`.
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_``, ``stats_``,
     ``node_log_weights_`` ``[nodes]``, ``node_estimates_`` ``[nodes]`` (p_A); when tuned,
@@ -872,7 +991,10 @@ class HSVoteClassifier(TreeClassifierBase):
     """
 
     def __init__(self, partition="kd", max_depth=None, min_split=2, split="cycle", eta=None,
-                 loss="log", tune="auto", cv=2, random_state=0, cv_trees="auto"):
+                 loss="log", tune="auto", cv=2, random_state=0, cv_trees="auto", bins=None,
+                 class_weight=None):
+        self.bins = bins
+        self.class_weight = class_weight
         self.partition = partition
         self.max_depth = max_depth
         self.min_split = min_split
@@ -905,7 +1027,7 @@ class HSVoteClassifier(TreeClassifierBase):
     def _num_stat_classes(self):
         return 2  # P(y = 1) estimates: a single class is class 0 with no points of class 1
 
-    def _build_tree(self, X, y):
+    def _check_params(self):
         if self.loss not in hsvote.LOSSES:
             raise ValueError(f"loss must be one of {hsvote.LOSSES}; got {self.loss!r}")
         if self.eta is None and self.tune is None:
@@ -913,7 +1035,6 @@ class HSVoteClassifier(TreeClassifierBase):
                              "select it by cross-validation")
         if self.eta is not None and not self.eta > 0:
             raise ValueError(f"eta must be > 0 (or None to tune it); got {self.eta!r}")
-        return super()._build_tree(X, y)
 
     def _tuning_spec(self):
         if len(self.classes_) < 2:
@@ -921,7 +1042,7 @@ class HSVoteClassifier(TreeClassifierBase):
         votes = hsvote.hs_votes if self.loss == "log" else hsvote.hs_absolute_votes
         return votes, (("eta", -1),)
 
-    def _fit_tree(self, stats, X, y):
+    def _fit_tree(self, stats, X, y, weight=None):
         eta = self._param("eta")
         if eta is None:   # a single class: nothing was tuned, and η changes nothing
             eta = 1.0
@@ -952,6 +1073,9 @@ class ObliqueTreeClassifier(TreeClassifierBase):
         their posterior average over prunings, smoothed by ``smoothing``) or ``"majority"``
         (hard labels), as in :class:`PACBayesTreeClassifier`.
       random_state: seed of the split search.
+
+    ``fit``'s ``sample_weight`` must be integers here (the oblique builder takes no weights: each
+    row is repeated that many times); there is no ``class_weight``.
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_`` (a :class:`jaxtree.Tree` with
     ``coef``), ``stats_``, ``node_log_weights_`` ``[nodes]``, ``node_proba_`` ``[nodes, L]``
@@ -1000,18 +1124,25 @@ class ObliqueTreeClassifier(TreeClassifierBase):
         check_is_fitted(self)
         return margin_bound(self.margins_, self.radius_, self.n_samples_, delta)
 
-    def _build_tree(self, X, y):
+    def _grow(self, X, y, weight):
+        """The oblique builder (on the host) on the rows repeated by their integer weights."""
         if self.vote not in ("leaf", "pacbayes"):
             raise ValueError(f"vote must be 'leaf' or 'pacbayes'; got {self.vote!r}")
+        rows = _repeated_rows(weight)
+        X, y = X[rows], y[rows]
+        return shapes.pad_tree(self._oblique_tree(X, y), X.shape[0])
+
+    def _oblique_tree(self, X, y):
         return oblique_tree(X, y, max_depth=self.max_depth, method=self.method,
                             min_split=self.min_split, n_restarts=self.n_restarts,
                             n_jumps=self.n_jumps, n_cycles=self.n_cycles,
                             margin_weight=self.margin_weight, band=self.band,
                             fat_steps=self.fat_steps, random_state=self.random_state)
 
-    def _fit_tree(self, stats, X, y):
+    def _fit_tree(self, stats, X, y, weight=None):
         tree = self.tree_
         internal = np.asarray(tree.internal)
+        X = X[_repeated_rows(weight)]
         self.margins_ = np.asarray(node_margins(tree, X))[internal]
         self.radius_ = float(jnp.max(jnp.linalg.norm(scale_points(tree, X), axis=1)))
         self.n_samples_ = X.shape[0]

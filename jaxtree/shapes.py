@@ -76,6 +76,12 @@ MIN_LEVELS, MIN_WIDTH, MIN_ROWS = 16, 32, 512
 _local = threading.local()
 _lock = threading.Lock()
 _tree_shapes: dict = {}     # tree family -> set of tree shapes used
+_fit_sizes: dict = {}       # fit family -> set of padded row counts used by grown fits
+
+#: A fit at a new size pads its sample to the power of two at or above this many times its
+#: rows, so that later fits on up to that many rows (a learning curve, CV folds, bootstraps of
+#: other sizes) reuse its compiled programs.
+FIT_HEADROOM = 1.5
 _sample_sizes: dict = {}    # (tree family, tree shape) -> set of padded sample sizes used
 
 
@@ -113,6 +119,27 @@ def forget_shapes() -> None:
     with _lock:
         _tree_shapes.clear()
         _sample_sizes.clear()
+        _fit_sizes.clear()
+
+
+def fit_rows(num_rows: int, family: tuple = ()) -> int:
+    """Rows of the padded sample of a fit whose T0 is grown inside the compiled program (its
+    shapes are fixed by the row count): a count used before by fits of ``family`` (what else
+    fixes the programs: features, classes, options) that holds ``num_rows`` within
+    :data:`REUSE_FACTOR` times, else the power of two at or above :data:`FIT_HEADROOM` times
+    ``num_rows`` (at least :data:`MIN_ROWS`). ``num_rows`` itself inside :func:`exact_shapes`."""
+    num_rows = int(num_rows)
+    if not bucketing():
+        return num_rows
+    with _lock:
+        used = _fit_sizes.setdefault(family, set())
+        fits = [size for size in used
+                if num_rows <= size <= REUSE_FACTOR * max(num_rows, MIN_ROWS)]
+        if fits:
+            return min(fits)
+        size = max(MIN_ROWS, 1 << int(np.ceil(np.log2(FIT_HEADROOM * num_rows))))
+        used.add(size)
+        return size
 
 
 def padded(size: int) -> int:

@@ -72,35 +72,44 @@ def test_max_depth_and_min_split_match_sklearn():
 # -- against a plain recursive reference (the documented tie rule, ties in values) ----------------
 def reference_cart(X, y, num_classes, min_split=2, random_state=0, edges=None):
     """Leaves (arrays of rows) of greedy Gini CART, one node at a time, level by level: best
-    proxy ``Σ L²/n_L + Σ R²/n_R``; ties between features to the higher random priority (one
-    ``[nodes, D]`` draw per level from ``random_state``, as ``cart_tree`` documents), then the
-    smaller threshold. Thresholds: the node's values but its largest, or ``edges[f]``."""
-    rng = np.random.default_rng(random_state)
-    level, leaves = [np.arange(len(y))], []
+    proxy ``Σ L²/n_L + Σ R²/n_R``; ties between features to the higher priority
+    (``cart.tie_priority``, as ``cart_tree`` documents), then the smaller threshold. Thresholds:
+    the node's values but its largest, or ``edges[f]``; with edges, scores tie within the
+    relative ``cart.TIE_TOLERANCE`` of a feature's best and of the node's best."""
+    tol = 0.0 if edges is None else cart.TIE_TOLERANCE
+    seed = cart.tie_seed(random_state)
+    level, leaves, depth = [np.arange(len(y))], [], 0
     while level:
-        priority = rng.random((len(level), X.shape[1]))
+        priority = cart.tie_priority(seed, depth, len(level), X.shape[1])
         below = []
         for k, rows in enumerate(level):
             counts = np.bincount(y[rows], minlength=num_classes)
-            best = None
+            per_feature = []                   # (best score, priority, left, right) per feature
             if len(rows) >= min_split and counts.max() < len(rows):
                 for f in range(X.shape[1]):
                     cuts = np.unique(X[rows, f])[:-1] if edges is None else edges[f]
+                    scored = []
                     for low in cuts:
                         left, right = rows[X[rows, f] <= low], rows[X[rows, f] > low]
                         if not len(left) or not len(right):
                             continue
                         cl = np.bincount(y[left], minlength=num_classes)
                         cr = counts - cl
-                        score = (cl ** 2).sum() / len(left) + (cr ** 2).sum() / len(right)
-                        if (best is None or score > best[0]
-                                or (score == best[0] and priority[k, f] > best[1])):
-                            best = (score, priority[k, f], left, right)
-            if best is None:
+                        scored.append(((cl ** 2).sum() / len(left) + (cr ** 2).sum() / len(right),
+                                       left, right))
+                    if scored:
+                        top = max(score for score, _, _ in scored)
+                        first = next(c for c in scored if c[0] >= top - tol * abs(top))
+                        per_feature.append((top, priority[k, f], first[1], first[2]))
+            if not per_feature:
                 leaves.append(rows)
-            else:
-                below += [best[2], best[3]]
+                continue
+            top = max(c[0] for c in per_feature)
+            near = [c for c in per_feature if c[0] >= top - tol * abs(top)]
+            best = max(near, key=lambda c: c[1])           # first of the highest priority
+            below += [best[2], best[3]]
         level = below
+        depth += 1
     return leaves
 
 
@@ -207,3 +216,34 @@ def test_bad_arguments(kwargs, message):
         jaxtree.cart_tree(X, y, **kwargs)
     with pytest.raises(ValueError, match="samples"):
         jaxtree.cart_tree(X, y[:-1])
+
+
+@pytest.mark.parametrize("criterion", ["gini", "entropy"])
+def test_integer_sample_weights_grow_the_tree_of_repeated_rows(criterion):
+    X, y = box_data(5, n=300)
+    X[:, 1] = X[:, 1].round(1)                                    # ties in one feature
+    weight = np.random.default_rng(6).integers(0, 4, size=300)    # zeros: rows left out
+    weighted = jaxtree.cart_tree(X, y, criterion=criterion, sample_weight=weight)
+    repeated = jaxtree.cart_tree(np.repeat(X, weight, axis=0), np.repeat(y, weight),
+                                 criterion=criterion)
+    assert weighted.layout.num_nodes == repeated.layout.num_nodes
+    for name in ("internal", "feature", "threshold"):
+        np.testing.assert_array_equal(np.asarray(getattr(weighted, name)),
+                                      np.asarray(getattr(repeated, name)))
+
+
+def test_sample_weights_scale_freely_and_are_checked():
+    # weights times 4 give the same tree: the Gini proxy scales by exactly 4 (a power of two), and
+    # with weights >= 1 any two rows pass min_split=2 either way
+    X, y = box_data(7, n=200)
+    weight = np.random.default_rng(8).random(200) + 1.0
+    trees = [jaxtree.cart_tree(X, y, sample_weight=c * weight, min_split=2) for c in (1.0, 4.0)]
+    for name in ("internal", "feature", "threshold"):
+        np.testing.assert_array_equal(np.asarray(getattr(trees[0], name)),
+                                      np.asarray(getattr(trees[1], name)))
+    with pytest.raises(ValueError, match="sample_weight"):
+        jaxtree.cart_tree(X, y, sample_weight=-weight)
+    with pytest.raises(ValueError, match="sample_weight"):
+        jaxtree.cart_tree(X, y, sample_weight=weight[:-1])
+    with pytest.raises(ValueError, match="bins"):
+        jaxtree.cart_tree(X, y, sample_weight=weight, bins=8)

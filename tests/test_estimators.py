@@ -159,16 +159,6 @@ def test_bad_input_raises_scikit_learns_errors():
         est.predict(bad)
 
 
-def test_too_deep_for_the_complete_layout():
-    """Identical points with mixed labels split (everything left) down to max_depth."""
-    est = model(max_depth=40)
-    if "layout" in est.get_params():
-        est.set_params(layout="complete")
-    with pytest.raises(ValueError, match="MAX_LAYOUT_BYTES") as error:
-        est.fit(np.zeros((4, 2)), [0, 1, 0, 1])
-    assert "compact" in str(error.value) and "max_depth" in str(error.value)
-
-
 def test_invalid_hyperparameters():
     X, y = data(4)
     with pytest.raises(ValueError, match="partition"):
@@ -177,3 +167,79 @@ def test_invalid_hyperparameters():
         model(lam1=-1.0).fit(X, y)
     with pytest.raises(ValueError, match="potentials"):
         model(potentials="other").fit(X, y)
+
+
+# ---------------------------------------------------------------------------------------------
+# sample_weight and class_weight
+def weighted_estimators():
+    from jaxtree import HSVoteClassifier, ObliqueTreeClassifier, PrunedTreeClassifier
+    return [PACBayesTreeClassifier(partition="kd"), PACBayesTreeClassifier(partition="dyadic"),
+            PACBayesTreeClassifier(partition="cart"), PACBayesTreeClassifier(certify=True),
+            PrunedTreeClassifier(), PrunedTreeClassifier(method="rep"), HSVoteClassifier(),
+            ObliqueTreeClassifier(max_depth=2, n_restarts=1, n_jumps=1, n_cycles=1)]
+
+
+@pytest.mark.parametrize("est", weighted_estimators(), ids=lambda e: repr(e)[:60])
+def test_integer_sample_weights_equal_repeated_rows(est):
+    """Weights reach T0, the statistics, the CV folds and the hold-out splits: an integer
+    weight is that many copies of the row, weight 0 the row left out."""
+    X, y = data(11, n=80)
+    y = (y > 0).astype(int)
+    counts = np.random.default_rng(2).integers(0, 3, size=len(y))
+    if "certify" in est.get_params() and est.certify:
+        counts = (counts > 0).astype(int)    # a certificate counts points: weights 0 or 1
+    rows = np.repeat(np.arange(len(y)), counts)
+    weighted = clone(est).fit(X, y, sample_weight=counts)
+    repeated = clone(est).fit(X[rows], y[rows])
+    X_test = data(12, n=40)[0]
+    np.testing.assert_allclose(weighted.predict_proba(X_test), repeated.predict_proba(X_test),
+                               rtol=1e-5, atol=1e-6)
+    assert getattr(weighted, "best_params_", None) == getattr(repeated, "best_params_", None)
+
+
+def test_class_weight_balanced_raises_balanced_accuracy():
+    from sklearn.metrics import balanced_accuracy_score
+    from sklearn.datasets import make_classification
+    X, y = make_classification(n_samples=1200, n_features=6, weights=[0.93], flip_y=0.02,
+                               class_sep=0.6, random_state=3)
+    train, test = slice(0, 800), slice(800, None)
+    plain = PACBayesTreeClassifier(partition="kd").fit(X[train], y[train])
+    balanced = PACBayesTreeClassifier(partition="kd", class_weight="balanced").fit(X[train],
+                                                                                   y[train])
+    scores = [balanced_accuracy_score(y[test], m.predict(X[test])) for m in (plain, balanced)]
+    assert scores[1] > scores[0] + 0.02, scores
+    # a dict is the same as the weights it gives each row
+    by_dict = PACBayesTreeClassifier(partition="kd", class_weight={0: 1.0, 1: 4.0}).fit(
+        X[train], y[train])
+    by_rows = PACBayesTreeClassifier(partition="kd").fit(
+        X[train], y[train], sample_weight=np.where(y[train] == 1, 4.0, 1.0))
+    np.testing.assert_allclose(by_dict.predict_proba(X[test]), by_rows.predict_proba(X[test]),
+                               rtol=1e-6)
+
+
+def test_bad_sample_weights_raise_value_errors():
+    X, y = data(13)
+    with pytest.raises(ValueError, match="sample_weight"):
+        model().fit(X, y, sample_weight=np.ones(3))
+    with pytest.raises(ValueError, match="sample_weight"):
+        model().fit(X, y, sample_weight=-np.ones(len(y)))
+    with pytest.raises(ValueError, match="sample_weight"):
+        model().fit(X, y, sample_weight=np.zeros(len(y)))
+    with pytest.raises(ValueError, match="certify"):
+        model(certify=True).fit(X, y, sample_weight=np.full(len(y), 0.5))
+    with pytest.raises(ValueError, match="class_weight"):
+        model(class_weight="often").fit(X, y)
+    from jaxtree import ObliqueTreeClassifier
+    with pytest.raises(ValueError, match="integer sample weights"):
+        ObliqueTreeClassifier(max_depth=1).fit(X, y, sample_weight=np.full(len(y), 0.5))
+
+
+@pytest.mark.parametrize("partition", ["kd", "dyadic"])
+def test_estimator_agrees_with_the_pure_fit(partition):
+    """Given λ's, the estimator's scores are ``jaxtree.fit``'s on the same parameters."""
+    import jaxtree
+    X, y = data(14, n=90)
+    est = PACBayesTreeClassifier(partition=partition, lam1=3.0, lam2=0.7).fit(X, y)
+    pure = jaxtree.fit(X.astype(np.float32), y, num_classes=3, partition=partition,
+                       lam1=3.0, lam2=0.7)
+    np.testing.assert_allclose(est.predict_proba(X), jaxtree.predict_proba(pure, X), atol=1e-5)

@@ -1,0 +1,416 @@
+"""The whole fit of a PAC-Bayes tree as one pure function: :func:`fit`.
+
+``jaxtree.fit(X, y, num_classes=L, ...)`` grows T0 (:func:`jaxtree.grow_tree`, level by level
+inside ``jit``), counts every node's classes, tunes λ1, λ2 by the paper's protocol (the
+two-stage CV grid, :func:`jaxtree.select.paper_search`, in the same program; for a CART T0 the
+folds' trees grown by the same builder on each fold's training part) and forms the posterior's
+node weights. Every array shape is fixed by the configuration and by ``X.shape``, never by the
+data, so the fit runs under ``jax.jit``, ``jax.vmap`` (over sample weights — bootstraps — or
+over stacked datasets of one shape) and ``jax.grad`` (in given λ's), on any backend.
+
+Sample weights are the one way rows enter or leave a fit: weight 0 is a row that is absent
+(padding, a bootstrap's unpicked rows), and integer weights give the same model as repeated
+rows. For that the CV deals *distinct rows* to folds (:func:`fold_weights`): every copy of a row
+lands in one fold, as every unit of its weight does.
+
+:class:`FittedTree` is the result, a pytree; :func:`predict_proba` gives ``[n, L]`` class
+probabilities. The estimators (:class:`jaxtree.PACBayesTreeClassifier`) are a shell over this:
+they validate, encode labels, pad the sample to a shared size and call :func:`fit_with_config`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxtree import select
+from jaxtree.grow import GrowConfig, check_grow_config, grow_tree
+from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_log_weights,
+                              pacbayes_theory_log_weights, posterior_predictive, vote)
+from jaxtree.stats import DEFAULT_SMOOTHING, NodeStats, check_smoothing, class_frequencies
+from jaxtree.stats import node_stats
+from jaxtree.tree import Tree, route
+
+Array = jax.Array
+
+#: ``predict_proba`` of a fitted tree: the posterior predictive or the vote of hard node labels.
+PROBA_MODES = ("predictive", "majority")
+#: The potentials whose λ's the CV grid tunes, with their votes functions.
+TUNED_POTENTIALS = {"practical": select.pacbayes_votes,
+                    "authors": select.pacbayes_authors_votes}
+POTENTIALS = ("practical", "authors", "theory")
+#: Quantile bins of a CART T0 grown inside the fit (its split candidates per feature).
+DEFAULT_BINS = 64
+
+
+@dataclasses.dataclass(frozen=True)
+class FitConfig:
+    """The static part of a fit (hashable: one compiled program per config and input shape).
+
+    Attributes:
+      grow: T0's :class:`jaxtree.GrowConfig`.
+      potentials: ``"practical"``, ``"authors"`` or ``"theory"`` (docs/theory/pacbayes.md).
+      proba: ``"predictive"`` or ``"majority"`` (:data:`PROBA_MODES`).
+      tuned: names of the λ's the CV grid selects (``()``: all given).
+      cv: number of folds of the tuning.
+      per_fold_trees: grow each fold's T0 on its training part (a label-aware, CART, T0).
+      scoring: the selection criterion (:data:`jaxtree.select.SCORINGS`).
+    """
+
+    grow: GrowConfig
+    potentials: str = "practical"
+    proba: str = "predictive"
+    tuned: tuple = ("lam1", "lam2")
+    cv: int = 2
+    per_fold_trees: bool = False
+    scoring: str = "accuracy"
+
+
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["tree", "stats", "log_weights", "node_proba", "lam1", "lam2",
+                                "capped", "cv_error", "search"],
+                   meta_fields=["proba"])
+@dataclasses.dataclass(frozen=True)
+class FittedTree:
+    """A fitted PAC-Bayes tree (a pytree: ``vmap`` of :func:`fit` stacks every field).
+
+    Attributes:
+      tree: T0, a :class:`jaxtree.Tree` in a compact layout of ``nodes`` slots.
+      stats: :class:`jaxtree.NodeStats` of the (weighted) sample, ``counts [nodes, L]``.
+      log_weights: ``[nodes]`` the posterior's ``log w_Q(A)`` (−inf off T0).
+      node_proba: ``[nodes, L]`` the nodes' smoothed class frequencies.
+      lam1, lam2: scalars, the λ's used (selected or given; ``lam2`` is NaN for the theory
+        potentials, which have one λ).
+      capped: int scalar, nodes that the level-width cap kept from splitting (0: T0 is the tree
+        the builder's rule grows).
+      cv_error: scalar, the selected setting's CV error rate (NaN when nothing was tuned).
+      search: the :class:`jaxtree.select.GridSearchResult` of the tuning, or None.
+      proba: static, ``"predictive"`` or ``"majority"``.
+    """
+
+    tree: Tree
+    stats: NodeStats
+    log_weights: Array
+    node_proba: Array
+    lam1: Array
+    lam2: Array
+    capped: Array
+    cv_error: Array
+    search: Optional[select.GridSearchResult]
+    proba: str = "predictive"
+
+
+# ---------------------------------------------------------------------------------------------
+# Defaults that depend on the sample's size
+def default_max_depth(partition: str, num_rows: int, num_features: int) -> int:
+    """Default depth cap of T0 for ``num_rows`` points: ``ceil(log2 n)`` for a KD tree (about one
+    point per leaf); the paper's ``floor(ln n)·D`` for a dyadic one (each coordinate halved
+    ``floor(ln n)`` times; ``min_split`` and purity stop most branches far earlier);
+    ``2·ceil(log2 n)`` for a CART tree (the cap that a level-width budget can hold; scikit-learn
+    grows to purity)."""
+    log2 = max(1, int(math.ceil(math.log2(max(num_rows, 2)))))
+    if partition == "dyadic":
+        return max(1, int(math.floor(math.log(max(num_rows, 2))))) * num_features
+    if partition == "cart":
+        return 2 * log2
+    return log2
+
+
+def default_width(num_rows: int, min_split: int, max_depth: int) -> int:
+    """Default level-width cap W of T0: a level of a tree whose nodes hold ``min_split`` points or
+    more has at most ``2·floor(n / min_split)`` nodes, and a tree of depth d at most ``2^d`` on
+    its deepest level; W is the smaller, made even (at least 2)."""
+    width = 2 * max(1, num_rows // max(min_split, 1))
+    if max_depth < 62:
+        width = min(width, 2 ** max_depth)
+    return max(2, width + (width % 2))
+
+
+# ---------------------------------------------------------------------------------------------
+# Folds as weights
+def row_ranks(X: Array, y: Array, weight: Array, key: Array) -> Array:
+    """``[n]`` int32 dense ranks of the distinct rows ``(x, y)`` of positive weight in an order
+    drawn with ``key`` (equal rows share a rank; rows of weight 0 get −1).
+
+    The order is that of a seeded hash of each row's bits and label, so it is a function of the
+    rows' values alone: a sample and the same sample with some rows repeated rank their distinct
+    rows alike."""
+    bits = jax.lax.bitcast_convert_type(X.astype(jnp.float32), jnp.uint32)
+    seed = jax.random.bits(key, (2,), jnp.uint32)
+    columns = jnp.arange(1, X.shape[1] + 1, dtype=jnp.uint32)
+    mixed = _mix(bits * jnp.uint32(0x9E3779B1) + columns * seed[0])
+    code = _mix(jnp.sum(_mix(mixed + columns), axis=1, dtype=jnp.uint32)
+                ^ (y.astype(jnp.uint32) * jnp.uint32(0x85EBCA77) + seed[1]))
+    # rows of weight 0 sort last and are then masked
+    present = weight > 0
+    order = jnp.lexsort((code, ~present))
+    sorted_code = code[order]
+    new = jnp.concatenate([jnp.ones(1, bool), sorted_code[1:] != sorted_code[:-1]])
+    ranks_sorted = jnp.cumsum(new) - 1
+    ranks = jnp.zeros_like(ranks_sorted).at[order].set(ranks_sorted)
+    return jnp.where(present, ranks, -1).astype(jnp.int32)
+
+
+def _mix(h: Array) -> Array:
+    """A 32-bit integer finaliser (MurmurHash3's fmix32): every input bit moves every output bit."""
+    h = h ^ (h >> 16)
+    h = h * jnp.uint32(0x85EBCA6B)
+    h = h ^ (h >> 13)
+    h = h * jnp.uint32(0xC2B2AE35)
+    return h ^ (h >> 16)
+
+
+def fold_weights(X: Array, y: Array, weight: Array, key: Array, folds: int) -> Array:
+    """``[folds, n]`` the validation weights of a ``folds``-fold CV: fold f validates the distinct
+    rows whose rank (:func:`row_ranks`) is f modulo ``folds``, with their full weight; its
+    training part is ``weight`` minus that. Every row of positive weight is validated exactly
+    once, and the parts hold about equal numbers of distinct rows."""
+    fold_of = row_ranks(X, y, weight, key) % folds
+    return jnp.where(fold_of[None, :] == jnp.arange(folds)[:, None], weight[None, :], 0.0)
+
+
+def holdout_weights(X: Array, y: Array, weight: Array, key: Array, fraction: float) -> Array:
+    """``[2, n]`` weights of a split of the distinct rows: ``[0]`` the share ``fraction`` of them
+    (S0), ``[1]`` the others; each row keeps its weight on its side."""
+    ranks = row_ranks(X, y, weight, key)
+    distinct = jnp.max(ranks) + 1
+    first = (ranks >= 0) & (ranks < jnp.round(fraction * distinct))
+    return jnp.stack([jnp.where(first, weight, 0.0), jnp.where(first | (ranks < 0), 0.0, weight)])
+
+
+def cv_folds(X: Array, y: Array, weight: Array, fold_key: Array, grow_key: Array, tree: Tree,
+             config: FitConfig, num_classes: int) -> select.Folds:
+    """:class:`jaxtree.select.Folds` of a ``config.cv``-fold CV in weights (:func:`fold_weights`):
+    every fold's validation part is all ``n`` rows, weighted by its validation weights. With
+    ``config.per_fold_trees`` each fold's T0 is grown on its training part (``vmap`` of
+    :func:`jaxtree.grow_tree`), else every fold uses ``tree``."""
+    valid = fold_weights(X, y, weight, fold_key, config.cv)
+    train = weight[None, :] - valid
+    k = config.cv
+    if config.per_fold_trees:
+        keys = jax.random.split(grow_key, k)
+        trees = jax.vmap(lambda w, key: grow_tree(X, y, w, config.grow, key)[0])(train, keys)
+    else:
+        trees = None
+
+    def one_fold(fold_tree, train_weight):
+        stats = node_stats(fold_tree, X, y, num_classes, train_weight)
+        path, on_path = route(fold_tree, X)
+        return stats, path, on_path
+
+    if trees is None:
+        path, on_path = route(tree, X)
+        stats = jax.vmap(lambda w: node_stats(tree, X, y, num_classes, w))(train)
+        path, on_path = (jnp.broadcast_to(a, (k,) + a.shape) for a in (path, on_path))
+    else:
+        stats, path, on_path = jax.vmap(one_fold)(trees, train)
+    labels = jnp.broadcast_to(y, (k,) + y.shape)
+    return select.Folds(train=stats, path=path, on_path=on_path, label=labels,
+                        weight=valid.astype(tree.threshold.dtype), tree=trees)
+
+
+def fit_keys(key: Array) -> tuple[Array, Array]:
+    """``(grow_key, fold_key)``: the keys of T0's feature subsets and of the CV's folds."""
+    grow_key, fold_key = jax.random.split(key)
+    return grow_key, fold_key
+
+
+# ---------------------------------------------------------------------------------------------
+# The fit
+def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
+        max_depth: Optional[int] = None, min_split: int = 2, split: str = "spread",
+        width: Optional[int] = None, bins: Optional[int] = None, criterion: str = "gini",
+        max_features: Optional[int] = None, lam1=None, lam2=None,
+        potentials: str = "practical", delta=0.05, smoothing=DEFAULT_SMOOTHING,
+        proba: str = "predictive", scoring: str = "accuracy", tune: Optional[str] = "auto",
+        cv: int = 2, cv_trees: str = "auto", random_state: int = 0) -> FittedTree:
+    """Fit a PAC-Bayes tree (Nguyen & Kpotufe 2018) on ``(X, y)``: one pure function.
+
+    Grows T0, counts, tunes the λ's left None by the paper's two-stage CV grid and forms the
+    posterior's node weights, in one program (module docstring). Traceable in ``X``, ``y``,
+    ``weight``, ``key``, ``lam1``, ``lam2``, ``delta`` and ``smoothing``: ``jax.jit`` it (the
+    other arguments static), ``jax.vmap`` it over weights or datasets, ``jax.grad`` through it in
+    given λ's.
+
+    Args:
+      X: ``[n, D]`` float points.
+      y: ``[n]`` int labels in ``0..num_classes-1``.
+      num_classes: L (static).
+      weight: ``[n]`` non-negative sample weights (default ones); 0 removes a row, an integer
+        weight repeats it.
+      key: a ``jax.random`` key (default ``PRNGKey(0)``): the CV's folds and T0's random feature
+        subsets (``max_features``).
+      partition: T0's builder, ``"kd"``, ``"dyadic"`` or ``"cart"`` (over ``bins`` quantile
+        bins; :func:`jaxtree.grow_tree`).
+      max_depth: depth cap of T0 (default :func:`default_max_depth` of ``n``).
+      min_split: nodes with fewer points are not split.
+      split: the KD / dyadic splitting rule (``"spread"``: widest spread, ``"cycle"``).
+      width: level-width cap of T0 (default :func:`default_width`); nodes beyond it stay leaves,
+        counted in ``FittedTree.capped``.
+      bins: quantile bins of a CART T0 (default :data:`DEFAULT_BINS`).
+      criterion: CART's impurity, ``"gini"`` or ``"entropy"``.
+      max_features: split on a random subset of this many features per node (default all).
+      lam1, lam2: the posterior's λ's; None: selected by CV (``tune="auto"``).
+      potentials: ``"practical"``, ``"authors"`` or ``"theory"`` (one λ, ``lam1``, and ``delta``).
+      delta: the theory potentials' confidence parameter.
+      smoothing: α of the nodes' class frequencies (:func:`jaxtree.class_frequencies`).
+      proba: ``"predictive"`` (posterior predictive) or ``"majority"`` (vote of node labels).
+      scoring: the CV's criterion, ``"accuracy"``, ``"neg_log_loss"`` or ``"neg_brier_score"``.
+      tune: ``"auto"`` (select the λ's left None) or None (all must be given).
+      cv: number of CV folds.
+      cv_trees: ``"auto"`` (a CART T0 is grown anew on each fold's training part, a KD or
+        dyadic one is shared), ``"shared"`` or ``"per_fold"``.
+      random_state: the seed of a CART T0's ties between features (static; ``key`` draws the
+        rest).
+
+    Returns:
+      :class:`FittedTree`.
+
+    Raises:
+      ValueError: a bad argument (named), before any tracing.
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(200, 2)).astype(np.float32)
+        >>> y = (X[:, 0] > 0).astype(np.int32)
+        >>> model = jaxtree.fit(X, y, num_classes=2, partition="kd")
+        >>> proba = jaxtree.predict_proba(model, X)
+        >>> proba.shape, float((proba.argmax(1) == y).mean()) > 0.95
+        ((200, 2), True)
+    """
+    n, dims = _check_data(X, y, num_classes, weight)
+    config = fit_config(n, dims, num_classes=num_classes, partition=partition,
+                        max_depth=max_depth, min_split=min_split, split=split, width=width,
+                        bins=bins, criterion=criterion, max_features=max_features, lam1=lam1,
+                        lam2=lam2, potentials=potentials, proba=proba, scoring=scoring,
+                        tune=tune, cv=cv, cv_trees=cv_trees, random_state=random_state)
+    check_smoothing(smoothing)
+    return fit_with_config(X, y, weight, key, config, lam1=lam1, lam2=lam2, delta=delta,
+                           smoothing=smoothing)
+
+
+def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition: str = "kd",
+               max_depth=None, min_split: int = 2, split: str = "spread", width=None, bins=None,
+               criterion: str = "gini", max_features=None, lam1=None, lam2=None,
+               potentials: str = "practical", proba: str = "predictive",
+               scoring: str = "accuracy", tune: Optional[str] = "auto", cv: int = 2,
+               cv_trees: str = "auto", random_state: int = 0) -> FitConfig:
+    """The :class:`FitConfig` of :func:`fit`'s options for a sample of ``num_rows`` rows (the
+    padded shape: the defaults of depth and width follow it). Raises ValueError naming a bad
+    option."""
+    if potentials not in POTENTIALS:
+        raise ValueError(f"potentials must be one of {POTENTIALS}; got {potentials!r}")
+    if proba not in PROBA_MODES:
+        raise ValueError(f"proba must be one of {PROBA_MODES}; got {proba!r}")
+    select.check_scoring(scoring)
+    if tune not in ("auto", None):
+        raise ValueError(f"tune must be 'auto' or None in jaxtree.fit; got {tune!r} (gradient "
+                         f"and bound tuning are estimator options)")
+    if cv_trees not in ("auto", "shared", "per_fold"):
+        raise ValueError(f"cv_trees must be 'auto', 'shared' or 'per_fold'; got {cv_trees!r}")
+    names = ("lam1",) if potentials == "theory" else ("lam1", "lam2")
+    given = {"lam1": lam1, "lam2": lam2}
+    tuned = tuple(name for name in names if given[name] is None)
+    for name in names:
+        value = given[name]
+        if value is not None and not isinstance(value, jax.core.Tracer) and not value > 0:
+            raise ValueError(f"{name} must be > 0 (or None to select it by CV); got {value!r}")
+    if tuned and (tune is None or potentials == "theory"):
+        raise ValueError(f"{' and '.join(tuned)} must be given with tune=None or "
+                         f"potentials='theory'; got None")
+    if tuned and not (isinstance(cv, (int, np.integer)) and 2 <= cv <= num_rows):
+        raise ValueError(f"cv must be an int between 2 and the number of rows ({num_rows}); "
+                         f"got {cv!r}")
+    if not isinstance(min_split, (int, np.integer)) or min_split < 2:
+        raise ValueError(f"min_split must be an int >= 2; got {min_split!r}")
+    depth = default_max_depth(partition, num_rows, num_features) if max_depth is None \
+        else max_depth
+    if not isinstance(depth, (int, np.integer)) or depth < 0:
+        raise ValueError(f"max_depth must be an int >= 0 or None; got {max_depth!r}")
+    grow = GrowConfig(partition=partition, max_depth=int(depth),
+                      width=default_width(num_rows, min_split, int(depth)) if width is None
+                      else width,
+                      min_split=int(min_split), split=split, criterion=criterion,
+                      bins=DEFAULT_BINS if bins is None else bins, max_features=max_features,
+                      num_classes=num_classes, random_state=random_state)
+    check_grow_config(grow)
+    per_fold = cv_trees == "per_fold" or (cv_trees == "auto" and partition == "cart")
+    return FitConfig(grow=grow, potentials=potentials, proba=proba, tuned=tuned, cv=int(cv),
+                     per_fold_trees=per_fold, scoring=scoring)
+
+
+def fit_with_config(X, y, weight, key, config: FitConfig, *, lam1=None, lam2=None, delta=0.05,
+                    smoothing=DEFAULT_SMOOTHING) -> FittedTree:
+    """:func:`fit` with its static options in ``config`` (:func:`fit_config`); the estimators'
+    entry point. ``weight`` None: ones; ``key`` None: ``PRNGKey(0)``."""
+    dtype = jnp.zeros(0).dtype
+    X = jnp.asarray(X, dtype)
+    weight = jnp.ones(X.shape[0], dtype) if weight is None else jnp.asarray(weight, dtype)
+    key = jax.random.PRNGKey(0) if key is None else key
+    nan = jnp.asarray(jnp.nan, dtype)
+    lam = {"lam1": nan if lam1 is None else jnp.asarray(lam1, dtype),
+           "lam2": nan if lam2 is None else jnp.asarray(lam2, dtype)}
+    return _fit(X, jnp.asarray(y, jnp.int32), weight, key, lam, jnp.asarray(delta, dtype),
+                jnp.asarray(smoothing, dtype), config)
+
+
+@functools.partial(jax.jit, static_argnames="config")
+def _fit(X, y, weight, key, lam, delta, smoothing, config: FitConfig) -> FittedTree:
+    num_classes = config.grow.num_classes
+    grow_key, fold_key = fit_keys(key)
+    tree, info = grow_tree(X, y, weight, config.grow, grow_key)
+    stats = node_stats(tree, X, y, num_classes, weight)
+    search, cv_error = None, jnp.asarray(jnp.nan, X.dtype)
+    if config.tuned:
+        folds = cv_folds(X, y, weight, fold_key, grow_key, tree, config, num_classes)
+        directions = tuple(d for d in select.PACBAYES_DIRECTIONS if d[0] in config.tuned)
+        fixed = {name: lam[name] for name in ("lam1", "lam2") if name not in config.tuned}
+        if config.proba == "predictive":
+            fixed["smoothing"] = smoothing
+        search = select.paper_search(tree, folds, TUNED_POTENTIALS[config.potentials],
+                                     directions, fixed=fixed, scoring=config.scoring)
+        lam = {**lam, **search.best_params}
+        cv_error = search.best_error
+    log_weights = _log_weights(tree, stats, lam, delta, config.potentials)
+    return FittedTree(tree=tree, stats=stats, log_weights=log_weights,
+                      node_proba=class_frequencies(tree, stats.counts, smoothing),
+                      lam1=lam["lam1"], lam2=lam["lam2"], capped=info.capped,
+                      cv_error=cv_error, search=search, proba=config.proba)
+
+
+def _log_weights(tree: Tree, stats: NodeStats, lam: dict, delta, potentials: str) -> Array:
+    if potentials == "practical":
+        return pacbayes_log_weights(tree, stats, lam["lam1"], lam["lam2"])
+    if potentials == "authors":
+        return pacbayes_authors_log_weights(tree, stats, lam["lam1"], lam["lam2"])
+    return pacbayes_theory_log_weights(tree, stats, lam["lam1"], delta)
+
+
+def predict_proba(model: FittedTree, X) -> Array:
+    """``[n, L]`` class probabilities of a :class:`FittedTree` at ``X`` ``[n, D]``: the posterior
+    predictive (``proba="predictive"``) or the vote of the nodes' labels (``"majority"``)."""
+    if model.proba == "predictive":
+        return posterior_predictive(model.tree, model.node_proba, model.log_weights, X)
+    return vote(model.tree, model.stats.label, model.log_weights, X, model.stats.num_classes)
+
+
+def _check_data(X, y, num_classes, weight) -> tuple[int, int]:
+    """``(n, D)`` of the fit's arrays; ValueError naming the argument whose shape is wrong."""
+    shape = np.shape(X)
+    if len(shape) != 2 or shape[0] < 2 or shape[1] < 1:
+        raise ValueError(f"X must be [n, D] with n >= 2 and D >= 1; got shape {shape}")
+    if np.shape(y) != shape[:1]:
+        raise ValueError(f"y must be [n] = [{shape[0]}]; got shape {np.shape(y)}")
+    if weight is not None and np.shape(weight) != shape[:1]:
+        raise ValueError(f"weight must be [n] = [{shape[0]}]; got shape {np.shape(weight)}")
+    if not isinstance(num_classes, (int, np.integer)) or num_classes < 1:
+        raise ValueError(f"num_classes must be a positive int; got {num_classes!r}")
+    return int(shape[0]), int(shape[1])

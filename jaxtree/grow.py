@@ -1,0 +1,514 @@
+"""T0 grown by JAX inside ``jit``: dyadic, KD and binned-CART builders at static shapes.
+
+:func:`grow_tree` grows the same trees as the NumPy builders (:func:`jaxtree.dyadic_tree`,
+:func:`jaxtree.kd_tree`, :func:`jaxtree.cart_tree` with ``bins=K``) node for node, but as one
+pure function: a ``lax.scan`` over the ``max_depth + 1`` levels (compile time flat in depth),
+every shape fixed by the :class:`GrowConfig` and ``X.shape`` — never by the data — so it runs
+under ``jax.jit``, ``jax.vmap`` (over bootstrap weights or stacked datasets) and lowers for any
+platform (no host callbacks).
+
+Every level has ``W`` (``config.width``) positions; the tree lands in a
+:class:`jaxtree.CompactLayout` of ``max_depth + 1`` levels of ``W`` slots, the layout that the
+NumPy builders' trees take after :func:`jaxtree.compact.pad_compact`. Each row carries its
+position in the current level (``W`` once it sits in a leaf, or from the start when its weight is
+0). Per level:
+
+* class counts per node by a segment sum of the weights; a node is a candidate to split as in
+  the NumPy builders (at least ``min_split`` weight, below ``max_depth``, not pure);
+* the split rule: **dyadic** halves the node's cell; **KD** takes the weighted median of the
+  node's values (a sort of the level's rows by (node, value) and a search in the cumulative
+  weights); ``split="spread"`` chooses the coordinate of widest interquartile range from the
+  same per-coordinate sorts; **CART** counts class histograms per node × feature × quantile bin
+  by one segment sum, scores every bin edge by cumulative sums over bins (as the ``hist``
+  methods of GPU gradient-boosting libraries do) and keeps the best by :func:`jaxtree.cart`'s
+  tie rule;
+* the split nodes' children take positions ``2·rank, 2·rank + 1`` of the next level. Only
+  ``W / 2`` nodes of a level can split: a node whose rank is past that stays a leaf and is counted
+  in :attr:`GrowInfo.capped` (zero means the tree is the uncapped one).
+
+Weights: 0 removes a row, an integer weight counts as that many copies of the row (weighted
+medians, quantiles and histograms are order statistics and sums of the weights).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxtree.build import median_rule, spread_rule
+from jaxtree.cart import CRITERIA, cut_scores, near_best, pick_split, tie_priority, tie_seed
+from jaxtree.compact import CompactLayout
+from jaxtree.tree import Tree
+from jaxtree.validation import float_dtype
+
+Array = jax.Array
+PARTITIONS = ("dyadic", "kd", "cart")
+SPLITS = ("cycle", "spread")
+
+
+@dataclasses.dataclass(frozen=True)
+class GrowConfig:
+    """Static options of :func:`grow_tree` (frozen and hashable: a ``jit`` static argument).
+
+    Attributes:
+      partition: ``"dyadic"``, ``"kd"`` or ``"cart"``.
+      max_depth: depth of the layout; nodes at this depth are leaves.
+      width: W, the positions per level (even, >= 2); at most ``W / 2`` nodes of a level split.
+      num_classes: L; labels are ``0..L-1``.
+      min_split: nodes of smaller total weight are not split (>= 2).
+      split: dyadic and KD: ``"cycle"`` (coordinate ``depth mod D``) or ``"spread"`` (widest
+        interquartile range); CART ignores it.
+      criterion: CART: ``"gini"`` or ``"entropy"``.
+      bins: CART: K >= 2 quantile bins per feature (:func:`jaxtree.cart_tree`'s ``bins``).
+      max_features: None, or the size of the random subset of features that each node may split
+        on (CART and ``split="spread"``; needs a ``key``).
+      random_state: CART: the seed of the ties between features (:func:`jaxtree.cart.tie_seed`),
+        as ``cart_tree``'s.
+      stop_pure: dyadic and KD: pure nodes are not split (the NumPy builders given ``y``); CART
+        never splits a pure node.
+
+    Example:
+        A config is a static ``jit`` argument (hashable); :func:`check_grow_config` names the
+        field that is out of range:
+
+        >>> import jaxtree
+        >>> from jaxtree.grow import check_grow_config
+        >>> config = jaxtree.GrowConfig(partition="cart", max_depth=12, width=256, bins=32)
+        >>> hash(config) == hash(jaxtree.GrowConfig(partition="cart", max_depth=12, width=256))
+        True
+        >>> check_grow_config(jaxtree.GrowConfig(width=7))
+        Traceback (most recent call last):
+        ...
+        ValueError: GrowConfig.width must be an even integer >= 2; got 7
+    """
+
+    partition: str = "kd"
+    max_depth: int = 8
+    width: int = 64
+    num_classes: int = 2
+    min_split: int = 2
+    split: str = "cycle"
+    criterion: str = "gini"
+    bins: int = 32
+    max_features: Optional[int] = None
+    random_state: int = 0
+    stop_pure: bool = True
+
+
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["capped", "depth"],
+                   meta_fields=[])
+@dataclasses.dataclass(frozen=True)
+class GrowInfo:
+    """What :func:`grow_tree` reports besides the tree.
+
+    Attributes:
+      capped: ``[]`` int32, nodes that would have split but stayed leaves because their level
+        already had ``W / 2`` splits (0: the tree is the one without a width cap).
+      depth: ``[]`` int32, the deepest level that holds a node.
+
+    Example:
+        Eight distinct points want a full KD tree of depth 3 (four splits at level 2), but a
+        width of 4 lets only two nodes of a level split: two nodes are capped.
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.arange(8.0)[:, None]
+        >>> config = jaxtree.GrowConfig(max_depth=3, width=4, stop_pure=False)
+        >>> tree, info = jaxtree.grow_tree(X, np.zeros(8, int), np.ones(8), config)
+        >>> int(info.capped), int(info.depth)
+        (2, 3)
+    """
+
+    capped: Array
+    depth: Array
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, bool)
+
+
+def check_grow_config(config: GrowConfig) -> None:
+    """Raise ValueError naming the first field of ``config`` that is out of range."""
+    if not isinstance(config, GrowConfig):
+        raise ValueError(f"config must be a jaxtree.GrowConfig; got {type(config).__name__}")
+    rules = [
+        ("partition", config.partition in PARTITIONS, f"one of {PARTITIONS}"),
+        ("max_depth", _is_int(config.max_depth) and config.max_depth >= 0, "an integer >= 0"),
+        ("width", _is_int(config.width) and config.width >= 2 and config.width % 2 == 0,
+         "an even integer >= 2"),
+        ("num_classes", _is_int(config.num_classes) and config.num_classes >= 1,
+         "an integer >= 1"),
+        ("min_split", _is_int(config.min_split) and config.min_split >= 2, "an integer >= 2"),
+        ("split", config.split in SPLITS, f"one of {SPLITS}"),
+        ("criterion", config.criterion in CRITERIA, f"one of {CRITERIA}"),
+        ("bins", _is_int(config.bins) and config.bins >= 2, "an integer >= 2"),
+        ("max_features", config.max_features is None
+         or (_is_int(config.max_features) and config.max_features >= 1),
+         "None or an integer >= 1"),
+        ("max_features", config.max_features is None or config.partition == "cart"
+         or config.split == "spread",
+         "None unless partition='cart' or split='spread' (a cycled coordinate has no choice)"),
+        ("random_state", _is_int(config.random_state), "an integer"),
+        ("stop_pure", isinstance(config.stop_pure, bool), "a bool"),
+    ]
+    for field, ok, expected in rules:
+        if not ok:
+            raise ValueError(f"GrowConfig.{field} must be {expected}; got "
+                             f"{getattr(config, field)!r}")
+
+
+def grow_tree(X, y, weight, config: GrowConfig, key=None) -> tuple[Tree, GrowInfo]:
+    """Grow T0 on weighted rows inside ``jit`` (module docstring).
+
+    Args:
+      X: ``[n, D]`` float features (finite).
+      y: ``[n]`` int labels in ``0..num_classes-1``.
+      weight: ``[n]`` float, >= 0: 0 removes a row (padding, bootstrap), an integer ``k`` counts
+        as ``k`` copies of it.
+      config: the static options (:class:`GrowConfig`).
+      key: a ``jax.random`` key, needed with ``config.max_features``.
+
+    Returns:
+      ``(tree, info)``: a :class:`jaxtree.Tree` in ``CompactLayout(depth=max_depth,
+      width=W)`` (``(max_depth + 1) * W`` slots; scaling and clipping as the NumPy builder of
+      the partition), and :class:`GrowInfo`.
+
+    Runs under ``jax.jit`` and ``jax.vmap`` (``config`` is static). Raises ValueError on a bad
+    config, on shapes that do not fit, or on a missing key, before tracing.
+
+    Example:
+        The dyadic tree of four points equals ``dyadic_tree``'s (slots ``level * W + p``):
+
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> X = np.array([[0.0], [1.0], [2.0], [4.0]])
+        >>> config = jaxtree.GrowConfig(partition="dyadic", max_depth=2, width=2,
+        ...                             stop_pure=False)
+        >>> tree, info = jaxtree.grow_tree(X, np.zeros(4, int), np.ones(4), config)
+        >>> np.asarray(tree.internal).tolist(), int(info.capped)
+        ([True, False, True, False, False, False], 0)
+        >>> print(np.asarray(tree.threshold)[[0, 2]])
+        [0.5  0.25]
+    """
+    check_grow_config(config)
+    if np.ndim(X) != 2 or np.shape(X)[0] < 1 or np.shape(X)[1] < 1:
+        raise ValueError(f"X must be [n, D] with n, D >= 1; got shape {np.shape(X)}")
+    n, dims = np.shape(X)
+    for name, value in (("y", y), ("weight", weight)):
+        if np.shape(value) != (n,):
+            raise ValueError(f"{name} must be [{n}] (one per row of X); got shape "
+                             f"{np.shape(value)}")
+    if config.max_features is not None:
+        if key is None:
+            raise ValueError("key is needed with GrowConfig.max_features (a random subset of "
+                             "features per node); pass key=jax.random.key(seed)")
+        if config.max_features > dims:
+            raise ValueError(f"GrowConfig.max_features must be <= D = {dims}; got "
+                             f"{config.max_features}")
+    return _grow(X, y, weight, key, config)
+
+
+@functools.partial(jax.jit, static_argnames="config")
+def _grow(X, y, weight, key, config: GrowConfig):
+    dtype = float_dtype()
+    X = jnp.asarray(X, dtype)
+    y = jnp.asarray(y, jnp.int32)
+    weight = jnp.asarray(weight, dtype)
+    live = weight > 0
+    Z, shift, inv_scale = _scale(X, weight, live, config.partition)
+    W, dims = config.width, X.shape[1]
+    split_rule = _split_rule(Z, y, weight, config, key)
+
+    def level(carry, depth):
+        pos, cells, capped = carry
+        counts = _node_counts(pos, y, weight, W, config.num_classes)
+        total = counts.sum(axis=1)
+        candidate = (total >= config.min_split) & (depth < config.max_depth)
+        if config.stop_pure or config.partition == "cart":
+            candidate &= (counts > 0).sum(axis=1) > 1
+        feature, threshold, found = split_rule(pos, cells, depth, candidate)
+        splits = candidate & found
+        rank = jnp.cumsum(splits, dtype=jnp.int32) - 1
+        over = splits & (rank >= W // 2)
+        splits &= ~over
+        feature = jnp.where(splits, feature, 0).astype(jnp.int32)
+        threshold = jnp.where(splits, threshold, 0).astype(dtype)
+        pos = _route_rows(Z, pos, splits, rank, feature, threshold)
+        cells = _child_cells(cells, splits, rank, feature, threshold)
+        return (pos, cells, capped + over.sum(dtype=jnp.int32)), (splits, feature, threshold)
+
+    start = jnp.where(live, 0, W).astype(jnp.int32)
+    cells = (jnp.zeros((W, dims), dtype), jnp.ones((W, dims), dtype))
+    (_, _, capped), (split, feature, threshold) = jax.lax.scan(
+        level, (start, cells, jnp.zeros((), jnp.int32)),
+        jnp.arange(config.max_depth + 1, dtype=jnp.int32))
+    layout = _layout(split)
+    tree = Tree(feature=feature.reshape(-1), threshold=threshold.reshape(-1),
+                internal=split.reshape(-1), left_child=layout.left_child(),
+                node_depth=jnp.asarray(layout.node_depth()), shift=shift, inv_scale=inv_scale,
+                layout=layout, clip=config.partition == "dyadic")
+    depth = split.any(axis=1).sum().astype(jnp.int32)
+    return tree, GrowInfo(capped=capped.astype(jnp.int32), depth=depth)
+
+
+# -- scaling and per-level pieces -----------------------------------------------------------------
+def _scale(X, weight, live, partition):
+    """``(Z, shift, inv_scale)``: the NumPy builder's scaling, over the rows of positive weight
+    (dyadic: min–max to ``[0, 1]``, clipped; KD: divided by the weighted standard deviation;
+    CART: none)."""
+    dims = X.shape[1]
+    if partition == "cart":
+        return X, jnp.zeros(dims, X.dtype), jnp.ones(dims, X.dtype)
+    if partition == "dyadic":
+        lo = jnp.where(live[:, None], X, jnp.inf).min(axis=0)
+        hi = jnp.where(live[:, None], X, -jnp.inf).max(axis=0)
+        lo = jnp.where(jnp.isfinite(lo), lo, 0)
+        span = hi - lo
+        inv_scale = jnp.where(span > 0, 1 / jnp.where(span > 0, span, 1), 1).astype(X.dtype)
+        return jnp.clip((X - lo) * inv_scale, 0, 1), lo, inv_scale
+    total = jnp.maximum(weight.sum(), jnp.finfo(X.dtype).tiny)
+    mean = weight @ X / total
+    std = jnp.sqrt(weight @ jnp.square(X - mean) / total)
+    inv_scale = jnp.where(std > 0, 1 / jnp.where(std > 0, std, 1), 1).astype(X.dtype)
+    return X * inv_scale, jnp.zeros(dims, X.dtype), inv_scale
+
+
+def _node_counts(pos, y, weight, W, num_classes):
+    """``[W, L]`` summed weight of each class at each position (rows at ``W`` dropped)."""
+    segment = pos * num_classes + y
+    counts = jax.ops.segment_sum(weight, segment, num_segments=(W + 1) * num_classes)
+    return counts[:W * num_classes].reshape(W, num_classes)
+
+
+def _route_rows(Z, pos, splits, rank, feature, threshold):
+    """Each row's position in the next level (``W`` once its node does not split)."""
+    W = splits.shape[0]
+    extend = lambda a, fill: jnp.concatenate([a, jnp.full(1, fill, a.dtype)])  # noqa: E731
+    f = extend(feature, 0)[pos]
+    go_right = jnp.take_along_axis(Z, f[:, None], axis=1)[:, 0] > extend(threshold, 0)[pos]
+    child = 2 * extend(rank, 0)[pos] + go_right
+    return jnp.where(extend(splits, False)[pos], child, W).astype(jnp.int32)
+
+
+def _child_cells(cells, splits, rank, feature, threshold):
+    """The dyadic cells ``(lo, hi)`` ``[W, D]`` of the next level's positions (left child
+    ``[lo, t]``, right child ``(t, hi]``); positions without a node keep garbage."""
+    lo, hi = cells
+    W = splits.shape[0]
+    target = jnp.where(splits, 2 * rank, W)
+    index = jnp.arange(W, dtype=jnp.int32)
+    parent = jnp.zeros(W, jnp.int32).at[target].set(index, mode="drop")
+    parent = parent.at[target + 1].set(index, mode="drop")
+    right = jnp.arange(W) % 2 == 1
+    f, t = feature[parent], threshold[parent]
+    rows = jnp.arange(W)
+    lo_child = lo[parent].at[rows, f].set(jnp.where(right, t, lo[parent, f]))
+    hi_child = hi[parent].at[rows, f].set(jnp.where(right, hi[parent, f], t))
+    return lo_child, hi_child
+
+
+def _layout(split):
+    """The :class:`CompactLayout` of the grown levels ``split`` ``[levels, W]`` (bool): children of
+    the ``k``-th split node at ``2k, 2k + 1``; padding hangs below the level's first leaf, as
+    :meth:`CompactLayout.from_levels` places them."""
+    levels, W = split.shape
+    rank = jnp.cumsum(split, axis=1, dtype=jnp.int32) - 1
+    child_pos = jnp.where(split, 2 * rank, 0).astype(jnp.int32)
+
+    def parents(above, above_rank):
+        target = jnp.where(above, 2 * above_rank, W)
+        out = jnp.full(W, jnp.argmin(above), jnp.int32)
+        out = out.at[target].set(jnp.arange(W, dtype=jnp.int32), mode="drop")
+        return out.at[target + 1].set(jnp.arange(W, dtype=jnp.int32), mode="drop")
+
+    parent_pos = jnp.concatenate([jnp.arange(W, dtype=jnp.int32)[None],
+                                  jax.vmap(parents)(split[:-1], rank[:-1])])
+    return CompactLayout(child_pos, parent_pos, levels - 1, W)
+
+
+# -- split rules ----------------------------------------------------------------------------------
+def _split_rule(Z, y, weight, config: GrowConfig, key):
+    """``rule(pos, cells, depth, candidate) -> (feature [W], threshold [W], found [W])``."""
+    W, dims = config.width, Z.shape[1]
+
+    def allowed(depth):
+        """``[W, D]`` bool: the features each position may split on (``max_features``)."""
+        if config.max_features is None:
+            return jnp.ones((W, dims), bool)
+        u = jax.random.uniform(jax.random.fold_in(key, depth), (W, dims))
+        return jnp.argsort(jnp.argsort(u, axis=1), axis=1) < config.max_features
+
+    if config.partition == "cart":
+        return _cart_rule(Z, y, weight, config, allowed)
+    # the cycle visits coordinates 0..max_depth-1 (mod D) only: rank just those (the deepest
+    # level never splits, so its coordinate's clamped rank is unused)
+    used = dims if config.split == "spread" else min(dims, max(1, config.max_depth))
+    order = None if config.partition == "dyadic" and config.split == "cycle" else \
+        _column_order(Z[:, :used])
+
+    def rule(pos, cells, depth, candidate):
+        if config.split == "cycle":
+            feature = jnp.full(W, depth % dims, jnp.int32)
+        else:
+            feature = _widest_spread(Z, order, weight, pos, W, allowed(depth))
+        if config.partition == "dyadic":
+            lo, hi = cells
+            f = feature[:, None]
+            threshold = (jnp.take_along_axis(lo, f, 1) + jnp.take_along_axis(hi, f, 1))[:, 0] / 2
+        else:
+            threshold = _median_thresholds(Z, order, weight, pos, feature, W)
+        return feature, threshold, jnp.ones(W, bool)
+
+    return rule
+
+
+def _sortable(x):
+    """Integers in the order of the floats ``x`` (their bits, negatives' magnitude bits flipped;
+    the map is its own inverse): XLA sorts a lone integer array several times faster than floats
+    or several arrays."""
+    itype = jnp.int32 if x.dtype == jnp.float32 else jnp.int64
+    bits = jax.lax.bitcast_convert_type(x, itype)
+    return bits ^ ((bits >> (8 * x.dtype.itemsize - 1)) & jnp.iinfo(itype).max)
+
+
+def _column_order(Z):
+    """``(rank [D, n] int32, values [D, n])``: each value's rank in its column (equal values share
+    the rank of the first) and every column sorted."""
+    keys = _sortable(Z).T
+    ordered = jnp.sort(keys, axis=1)
+    rank = jax.vmap(lambda o, k: jnp.searchsorted(o, k, side="left"))(ordered, keys)
+    values = jax.lax.bitcast_convert_type(_sortable(jax.lax.bitcast_convert_type(
+        ordered, Z.dtype)), Z.dtype)
+    return rank.astype(jnp.int32), values
+
+
+def _segments(pos, rank, weight, W):
+    """Rows sorted by (position, rank): ``(sorted ranks [n], cumulative weight [n], weight before
+    each position [W], weight at each position [W])``. One integer sort of ``pos * n + rank``
+    when it fits in the index type, else a sort on two keys. Equal keys are one run whose weight
+    the cumulative sum adds at its first row, so a search in it lands on a run's first row."""
+    n = pos.shape[0]
+    if (W + 1) * n <= jnp.iinfo(pos.dtype).max:
+        key = pos * n + rank
+        ordered = jnp.sort(key)
+        first = jnp.searchsorted(ordered, key, side="left")
+        cumulative = jnp.cumsum(jax.ops.segment_sum(weight, first, num_segments=n))
+        bounds = jnp.searchsorted(ordered, jnp.arange(W + 1, dtype=key.dtype) * n, side="left")
+        ranks = ordered % n
+    else:
+        pos, ranks, weight = jax.lax.sort((pos, rank, weight), num_keys=2)
+        cumulative = jnp.cumsum(weight)
+        bounds = jnp.searchsorted(pos, jnp.arange(W + 1, dtype=pos.dtype), side="left")
+    before = jnp.concatenate([jnp.zeros(1, cumulative.dtype), cumulative])[bounds]
+    return ranks, cumulative, before[:-1], before[1:] - before[:-1]
+
+
+def _order_statistic(ranks, cumulative, before, rank):
+    """``[W]`` the column rank of the value of weighted rank ``rank`` (0-based) at each position:
+    the first sorted row whose cumulative weight passes ``before + rank`` (an integer weight k:
+    k copies)."""
+    index = jnp.searchsorted(cumulative, before + rank, side="right")
+    return ranks[jnp.minimum(index, ranks.shape[0] - 1)]
+
+
+def _segment_extreme(value, pos, W, largest: bool):
+    """``[W, ...]`` max (or min) of ``value`` ``[n, ...]`` at each position."""
+    reduce = jax.ops.segment_max if largest else jax.ops.segment_min
+    return reduce(value, pos, num_segments=W + 1)[:W]
+
+
+def _median_thresholds(Z, order, weight, pos, feature, W):
+    """``[W]`` the KD threshold (:func:`jaxtree.build.median_rule`) of each position from the
+    weighted order statistics of its rows' values in its split feature."""
+    rank, values = order
+    f = jnp.concatenate([feature, jnp.zeros(1, feature.dtype)])[pos]
+    value = jnp.take_along_axis(Z, f[:, None], axis=1)[:, 0]
+    ranks, cumulative, before, count = _segments(pos, rank[f, jnp.arange(pos.shape[0])], weight,
+                                                 W)
+    low = values[feature, _order_statistic(ranks, cumulative, before, jnp.floor((count - 1) / 2))]
+    high = values[feature, _order_statistic(ranks, cumulative, before, jnp.floor(count / 2))]
+    largest = _segment_extreme(value, pos, W, True)
+    under = jnp.where(value < jnp.concatenate([largest, jnp.full(1, -jnp.inf)])[pos], value,
+                      -jnp.inf)
+    below = _segment_extreme(under, pos, W, True)
+    return median_rule(low, high, largest, below, below > -jnp.inf, xp=jnp)
+
+
+def _widest_spread(Z, order, weight, pos, W, allowed):
+    """``[W]`` the :func:`jaxtree.build.spread_rule` coordinate of each position among the
+    ``allowed`` ``[W, D]`` ones, from weighted quartiles (one sort per coordinate)."""
+    def quartiles(rank, values):
+        ranks, cumulative, before, count = _segments(pos, rank, weight, W)
+        q1 = _order_statistic(ranks, cumulative, before, jnp.floor((count - 1) / 4))
+        q3 = _order_statistic(ranks, cumulative, before, jnp.ceil(3 * (count - 1) / 4))
+        return values[q1], values[q3]
+
+    q1, q3 = jax.vmap(quartiles, out_axes=1)(*order)                 # [W, D] each
+    smallest = _segment_extreme(Z, pos, W, False)
+    largest = _segment_extreme(Z, pos, W, True)
+    # an excluded feature gets spread and range -1: never the widest
+    return spread_rule(jnp.where(allowed, q1, 1), jnp.where(allowed, q3, 0),
+                       jnp.where(allowed, smallest, 1), jnp.where(allowed, largest, 0),
+                       xp=jnp).astype(jnp.int32)
+
+
+def _bin_edges(Z, weight, live, bins):
+    """``[D, K-1]`` the quantile edges of :func:`jaxtree.cart.bin_edges` over the weighted rows,
+    with repeats kept and edges at or above a column's largest value set to +inf (a repeat or an
+    infinite edge only adds empty bins, whose cuts score as their neighbour's or -inf)."""
+    ranks = jnp.ceil(jnp.arange(1, bins, dtype=Z.dtype) * weight.sum() / bins) - 1
+
+    def column_edges(rank, values, column):
+        # the weight of each distinct value at its first sorted position (rows of weight 0 add
+        # nothing), so the search lands on the value of weighted rank r
+        cumulative = jnp.cumsum(jax.ops.segment_sum(weight, rank, num_segments=rank.shape[0]))
+        edges = values[jnp.searchsorted(cumulative, ranks, side="right")]
+        return jnp.where(edges < jnp.where(live, column, -jnp.inf).max(), edges, jnp.inf)
+
+    return jax.vmap(column_edges)(*_column_order(Z), Z.T)
+
+
+def _cart_rule(Z, y, weight, config: GrowConfig, allowed):
+    """The binned CART split rule (:func:`jaxtree.cart.best_binned_splits`'s, node for node)."""
+    W, (n, dims), K, L = config.width, Z.shape, config.bins, config.num_classes
+    edges = _bin_edges(Z, weight, weight > 0, K)                            # [D, K-1]
+    binned = jax.vmap(lambda e, c: jnp.searchsorted(e, c, side="left"), out_axes=1)(
+        edges, Z.T).astype(jnp.int32)                                        # [n, D]
+    # each row's (feature, bin, class) cell, the same at every level
+    cell = (jnp.arange(dims, dtype=jnp.int32) * K + binned) * L + y[:, None]
+    seed = tie_seed(config.random_state)
+    has_edge = jnp.isfinite(edges)
+    rows_weight = jnp.broadcast_to(weight[:, None], (n, dims)).reshape(-1)
+
+    def search(width, pos, depth):
+        """The rule on the first ``width`` positions (rows further on are dropped), padded to W."""
+        segment = jnp.minimum(pos, width)[:, None] * (dims * K * L) + cell
+        hist = jax.ops.segment_sum(rows_weight, segment.reshape(-1),
+                                   num_segments=(width + 1) * dims * K * L)
+        hist = hist[:width * dims * K * L].reshape(width, dims, K, L)
+        usable = has_edge & allowed(depth)[:width, :, None]
+        score = cut_scores(hist, config.criterion, usable, xp=jnp)
+        feature_best = score.max(axis=2)
+        feature_cut = jnp.argmax(near_best(score, feature_best[:, :, None], xp=jnp), axis=2)
+        priority = tie_priority(seed, depth, width, dims, xp=jnp)
+        feature, cut, found = pick_split(feature_best, feature_cut, priority, xp=jnp)
+        pad = (0, W - width)
+        return (jnp.pad(feature, pad), jnp.pad(edges[feature, cut], pad),
+                jnp.pad(found, pad))
+
+    # a level with few candidates is searched at a smaller width (levels near the root hold at
+    # most 2**depth nodes): the cost of a level follows its nodes, not W
+    widths = sorted({max(1, W // 32), max(1, W // 4), W})
+
+    def rule(pos, cells, depth, candidate):
+        used = jnp.where(candidate.any(), W - jnp.argmax(candidate[::-1]), 0)
+        branch = jnp.searchsorted(jnp.array(widths), used, side="left")
+        return jax.lax.switch(branch, [functools.partial(search, width) for width in widths],
+                              pos, depth)
+
+    return rule

@@ -1,0 +1,215 @@
+"""The pure fit (:func:`jaxtree.fit`): it equals its pieces, weights are rows, it composes with
+jit / vmap / grad, and it lowers for accelerators."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxtree
+from jaxtree import fitting, select
+from jaxtree.grow import grow_tree
+from jaxtree.pacbayes import pacbayes_log_weights
+from jaxtree.stats import class_frequencies, node_stats
+
+PARTITIONS = [("dyadic", "cycle"), ("kd", "spread"), ("cart", "spread")]
+
+
+def noisy_problem(n=120, dims=3, classes=2, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, dims)).astype(np.float32)
+    score = X[:, 0] + 0.5 * X[:, 1] + 0.4 * rng.normal(size=n)
+    y = np.digitize(score, np.quantile(score, np.linspace(0, 1, classes + 1)[1:-1]))
+    return X, y.astype(np.int32)
+
+
+def fitted(X, y, **options):
+    return jaxtree.fit(X, y, num_classes=int(y.max()) + 1, **options)
+
+
+@pytest.mark.parametrize("partition,split", PARTITIONS)
+def test_fit_equals_its_pieces(partition, split):
+    """Given λ's: T0 from the builder, counts, weights and frequencies as the functions give."""
+    X, y = noisy_problem()
+    model = fitted(X, y, partition=partition, split=split, lam1=2.0, lam2=0.5, smoothing=0.5)
+    config = fitting.fit_config(len(y), X.shape[1], num_classes=2, partition=partition,
+                                split=split, lam1=2.0, lam2=0.5)
+    tree, _ = grow_tree(jnp.asarray(X), jnp.asarray(y), jnp.ones(len(y)), config.grow,
+                        fitting.fit_keys(jax.random.PRNGKey(0))[0])
+    stats = node_stats(tree, X, y, 2)
+    np.testing.assert_array_equal(model.tree.internal, tree.internal)
+    np.testing.assert_array_equal(model.stats.counts, stats.counts)
+    np.testing.assert_allclose(model.log_weights, pacbayes_log_weights(tree, stats, 2.0, 0.5),
+                               rtol=1e-6)
+    np.testing.assert_allclose(model.node_proba, class_frequencies(tree, stats.counts, 0.5),
+                               rtol=1e-6)
+    proba = jaxtree.posterior_predictive(tree, class_frequencies(tree, stats.counts, 0.5),
+                                         pacbayes_log_weights(tree, stats, 2.0, 0.5), X)
+    np.testing.assert_allclose(fitting.predict_proba(model, X), proba, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("partition,split", PARTITIONS)
+@pytest.mark.parametrize("tuned", [False, True], ids=["given", "tuned"])
+def test_integer_weights_are_repeated_rows(partition, split, tuned):
+    """An integer weight is that many copies of the row, through T0, the CV and the weights;
+    weight 0 removes the row."""
+    X, y = noisy_problem(n=80)
+    counts = np.random.default_rng(1).integers(0, 4, size=len(y))
+    lam = {} if tuned else {"lam1": 1.0, "lam2": 1.0}
+    rows = np.repeat(np.arange(len(y)), counts)
+    # the repeated sample, padded with weight-0 rows to the same shape as the weighted one
+    pad = len(y) * 4 - len(rows)
+    X_rep = np.concatenate([X[rows], np.zeros((pad, X.shape[1]), np.float32)])
+    y_rep = np.concatenate([y[rows], np.zeros(pad, np.int32)])
+    w_rep = np.concatenate([np.ones(len(rows)), np.zeros(pad)]).astype(np.float32)
+    X_w = np.concatenate([X, np.zeros((len(y) * 3, X.shape[1]), np.float32)])
+    y_w = np.concatenate([y, np.zeros(len(y) * 3, np.int32)])
+    w_w = np.concatenate([counts, np.zeros(len(y) * 3)]).astype(np.float32)
+    weighted = fitted(X_w, y_w, weight=w_w, partition=partition, split=split, **lam)
+    repeated = fitted(X_rep, y_rep, weight=w_rep, partition=partition, split=split, **lam)
+    np.testing.assert_array_equal(weighted.tree.internal, repeated.tree.internal)
+    # a threshold between two points may differ in its last bit (a sum in another order)
+    np.testing.assert_allclose(weighted.tree.threshold, repeated.tree.threshold, rtol=1e-6)
+    np.testing.assert_allclose(weighted.stats.counts, repeated.stats.counts)
+    np.testing.assert_allclose(weighted.lam1, repeated.lam1, rtol=1e-6)
+    np.testing.assert_allclose(weighted.lam2, repeated.lam2, rtol=1e-6)
+    Xt = noisy_problem(n=50, seed=9)[0]
+    np.testing.assert_allclose(fitting.predict_proba(weighted, Xt),
+                               fitting.predict_proba(repeated, Xt), rtol=1e-5, atol=1e-6)
+
+
+def test_vmap_over_bootstrap_weights_equals_a_loop():
+    X, y = noisy_problem(n=100)
+    weights = jax.random.poisson(jax.random.PRNGKey(3), 1.0, (4, len(y))).astype(jnp.float32)
+    config = fitting.fit_config(len(y), X.shape[1], num_classes=2, partition="kd")
+    batch = jax.vmap(lambda w: fitting.fit_with_config(X, y, w, None, config))(weights)
+    for b in range(weights.shape[0]):
+        one = fitting.fit_with_config(X, y, weights[b], None, config)
+        np.testing.assert_array_equal(batch.tree.internal[b], one.tree.internal)
+        np.testing.assert_allclose(batch.lam1[b], one.lam1, rtol=1e-6)
+        np.testing.assert_allclose(batch.log_weights[b], one.log_weights, rtol=1e-5, atol=1e-6)
+
+
+def test_tuned_lambdas_equal_the_grid_search_on_the_same_folds():
+    """The in-program CV (validation parts as weights) selects what
+    :func:`jaxtree.paper_search` selects on the same folds prepared the host's way."""
+    X, y = noisy_problem(n=150, classes=3)
+    model = fitted(X, y, partition="kd", smoothing=0.5)
+    key = fitting.fit_keys(jax.random.PRNGKey(0))[1]
+    valid = np.asarray(fitting.fold_weights(X, y, jnp.ones(len(y)), key, 2)) > 0
+    folds = select.prepare_folds(model.tree, X, y, 3, ~valid)
+    reference = select.paper_search(model.tree, folds, select.pacbayes_votes,
+                                    fixed={"smoothing": 0.5})
+    np.testing.assert_allclose(model.lam1, reference.best_params["lam1"], rtol=1e-6)
+    np.testing.assert_allclose(model.lam2, reference.best_params["lam2"], rtol=1e-6)
+    np.testing.assert_allclose(model.cv_error, reference.best_error, rtol=1e-6)
+
+
+def test_folds_deal_distinct_rows_and_keep_copies_together():
+    X, y = noisy_problem(n=60)
+    rows = np.r_[np.arange(60), np.arange(20)]          # the first 20 rows twice
+    weight = np.r_[np.ones(60), np.ones(20)].astype(np.float32)
+    valid = np.asarray(fitting.fold_weights(X[rows], y[rows], weight, jax.random.PRNGKey(5), 3))
+    np.testing.assert_array_equal(valid.sum(axis=0), weight)        # validated once each
+    fold_of = valid.argmax(axis=0)
+    np.testing.assert_array_equal(fold_of[:20], fold_of[60:])       # copies in one fold
+    sizes = np.bincount(fold_of[:60], minlength=3)
+    assert sizes.max() - sizes.min() <= 1                            # distinct rows dealt evenly
+    other_key = np.asarray(fitting.fold_weights(X, y, weight[:60], jax.random.PRNGKey(6), 3))
+    assert not np.array_equal(other_key.argmax(axis=0), fold_of[:60])
+
+
+def test_holdout_weights_split_distinct_rows():
+    X, y = noisy_problem(n=40)
+    weight = np.r_[np.full(30, 2.0), np.zeros(10)].astype(np.float32)
+    first, second = np.asarray(fitting.holdout_weights(X, y, weight, jax.random.PRNGKey(0), 0.5))
+    np.testing.assert_array_equal(first + second, weight)
+    assert np.count_nonzero(first) == 15 and np.count_nonzero(second) == 15
+
+
+def test_grad_in_given_lambdas_matches_finite_differences():
+    with jax.enable_x64(True):
+        X, y = noisy_problem(n=80)
+        X = X.astype(np.float64)
+        Xt = noisy_problem(n=30, seed=4)[0].astype(np.float64)
+        config = fitting.fit_config(len(y), 3, num_classes=2, partition="kd", lam1=1.0,
+                                    lam2=1.0)
+
+        def loss(log_lam):
+            lam1, lam2 = jnp.exp(log_lam)
+            model = fitting.fit_with_config(X, y, None, None, config, lam1=lam1, lam2=lam2)
+            return jnp.sum(fitting.predict_proba(model, Xt)[:, 0] ** 2)
+
+        point = jnp.array([0.3, -0.2])
+        grad = jax.grad(loss)(point)
+        eps = 1e-6
+        numeric = [(loss(point + eps * e) - loss(point - eps * e)) / (2 * eps)
+                   for e in np.eye(2)]
+        np.testing.assert_allclose(grad, numeric, rtol=1e-5, atol=1e-9)
+        assert np.all(np.abs(grad) > 0)
+
+
+def test_fit_runs_inside_a_callers_jit():
+    X, y = noisy_problem(n=64)
+    config = fitting.fit_config(len(y), 3, num_classes=2, partition="dyadic", split="cycle")
+
+    @jax.jit
+    def train_and_score(X, y, X_test):
+        model = fitting.fit_with_config(X, y, None, None, config)
+        return fitting.predict_proba(model, X_test).argmax(axis=1)
+
+    predicted = train_and_score(X, y, X)
+    direct = fitting.predict_proba(fitting.fit_with_config(X, y, None, None, config), X)
+    np.testing.assert_array_equal(predicted, np.asarray(direct).argmax(axis=1))
+
+
+@pytest.mark.parametrize("batched", [False, True], ids=["one", "vmapped"])
+def test_whole_fit_lowers_for_accelerators(batched):
+    """``jax.export`` lowers the jitted fit (and a vmapped batch of bootstrap fits) for CUDA and
+    TPU: StableHLO with no CPU-only custom call and no host callback."""
+    from jax import export
+    X, y = noisy_problem(n=64)
+    config = fitting.fit_config(len(y), 3, num_classes=2, partition="kd")
+
+    def one(weight):
+        model = fitting.fit_with_config(X, y, weight, None, config)
+        return fitting.predict_proba(model, X)
+
+    fn = jax.vmap(one) if batched else one
+    shape = (4, len(y)) if batched else (len(y),)
+    exported = export.export(jax.jit(fn), platforms=["cuda", "tpu"])(
+        jax.ShapeDtypeStruct(shape, jnp.float32))
+    text = exported.mlir_module()
+    assert "stablehlo" in text
+    for forbidden in ("callback", "lapack", "ducc", "cpu_"):
+        assert forbidden not in text.lower(), forbidden
+
+
+@pytest.mark.parametrize("options,match", [
+    ({"partition": "oak"}, "partition"),
+    ({"potentials": "magic"}, "potentials"),
+    ({"proba": "soft"}, "proba"),
+    ({"scoring": "f1"}, "scoring"),
+    ({"tune": "gradient"}, "tune"),
+    ({"tune": None}, "lam1"),
+    ({"cv": 1}, "cv"),
+    ({"min_split": 1}, "min_split"),
+    ({"max_depth": -1}, "max_depth"),
+    ({"lam1": -1.0, "lam2": 1.0}, "lam1"),
+    ({"cv_trees": "some"}, "cv_trees"),
+    ({"smoothing": -1.0}, "smoothing"),
+])
+def test_bad_options_raise_value_errors_naming_them(options, match):
+    X, y = noisy_problem(n=20)
+    with pytest.raises(ValueError, match=match):
+        fitted(X, y, **options)
+
+
+def test_bad_shapes_raise_value_errors():
+    X, y = noisy_problem(n=20)
+    with pytest.raises(ValueError, match="X must be"):
+        jaxtree.fit(X[:, 0], y, num_classes=2)
+    with pytest.raises(ValueError, match="y must be"):
+        jaxtree.fit(X, y[:5], num_classes=2)
+    with pytest.raises(ValueError, match="weight must be"):
+        jaxtree.fit(X, y, num_classes=2, weight=np.ones(3))

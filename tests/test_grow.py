@@ -1,0 +1,234 @@
+"""The jitted builders (jaxtree.grow) against the NumPy builders, node for node; weights as
+repeated rows; vmap as a loop; the width cap counted by routing rows; lowering for accelerators.
+
+Every distinct GrowConfig and shape compiles one program (~3 s on CPU), so the default cases share
+configurations: a test that reuses one costs no compile."""
+
+import dataclasses
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import jaxtree
+from experiments import datasets
+from jaxtree.compact import pad_compact
+from jaxtree.grow import GrowConfig, check_grow_config, grow_tree
+
+DEPTH, N = 6, 120
+
+
+def tied_data(seed, n=N, dims=4):
+    """Integer features (many ties), one continuous, one constant; three noisy classes."""
+    rng = np.random.default_rng(seed)
+    X = rng.integers(0, 5, size=(n, dims)).astype(np.float32)
+    X[:, 1] = rng.normal(size=n)
+    X[:, 3] = 2.0
+    y = (X[:, 0] + rng.integers(0, 2, size=n)).astype(int) % 3
+    return X, y
+
+
+def numpy_tree(X, y, config):
+    """The NumPy builder's tree for ``config``, padded to the grown layout's shape."""
+    if config.partition == "cart":
+        tree = jaxtree.cart_tree(X, y, max_depth=config.max_depth, min_split=config.min_split,
+                                 criterion=config.criterion, layout="compact",
+                                 random_state=config.random_state, bins=config.bins)
+    else:
+        build = jaxtree.kd_tree if config.partition == "kd" else jaxtree.dyadic_tree
+        tree = build(X, config.max_depth, min_split=config.min_split, y=y, split=config.split,
+                     layout="compact")
+    assert tree.width <= config.width, "the test's width must not cap the NumPy tree"
+    return pad_compact(tree, config.max_depth + 1, config.width)
+
+
+def assert_same_tree(grown, expected, X):
+    """Same structure, features and leaves; thresholds equal up to the scaling's rounding (the
+    KD scale is a float32 standard deviation here, a float64 one in NumPy)."""
+    for name in ("internal", "feature", "left_child", "node_depth"):
+        np.testing.assert_array_equal(np.asarray(getattr(grown, name)),
+                                      np.asarray(getattr(expected, name)), err_msg=name)
+    for name in ("child_pos", "parent_pos"):
+        np.testing.assert_array_equal(np.asarray(getattr(grown.layout, name)),
+                                      np.asarray(getattr(expected.layout, name)), err_msg=name)
+    np.testing.assert_allclose(np.asarray(grown.threshold), np.asarray(expected.threshold),
+                               rtol=1e-6, atol=1e-7)
+    np.testing.assert_allclose(np.asarray(grown.inv_scale), np.asarray(expected.inv_scale),
+                               rtol=1e-6)
+    np.testing.assert_array_equal(np.asarray(jaxtree.leaf_of(grown, X)),
+                                  np.asarray(jaxtree.leaf_of(expected, X)))
+    assert grown.clip == expected.clip
+
+
+def config_for(partition, split="cycle", **kwargs):
+    return GrowConfig(partition=partition, max_depth=DEPTH, width=64, num_classes=3,
+                      split=split, bins=8, **kwargs)
+
+
+CONFIGS = {
+    "dyadic-cycle": config_for("dyadic"),
+    "kd-cycle": config_for("kd"),
+    "kd-spread": config_for("kd", "spread"),
+    "cart-gini": config_for("cart"),
+    "dyadic-spread": config_for("dyadic", "spread"),
+    "cart-entropy": config_for("cart", criterion="entropy", random_state=3),
+    # fewer levels than features: the cycle ranks only the coordinates it visits
+    "kd-shallow-min-split": dataclasses.replace(config_for("kd", min_split=9), max_depth=3),
+}
+SLOW = {"kd-cycle", "dyadic-spread", "cart-entropy", "kd-shallow-min-split"}
+
+
+def configs(names):
+    return [pytest.param(CONFIGS[name], id=name,
+                         marks=[pytest.mark.slow] if name in SLOW else []) for name in names]
+
+
+@pytest.mark.parametrize("config", configs(CONFIGS))
+def test_equals_numpy_builder_and_weights_are_repeated_rows(config):
+    X, y = tied_data(0)
+    tree, info = grow_tree(X, y, np.ones(N), config)
+    assert int(info.capped) == 0 and tree.layout.width == config.width
+    expected = numpy_tree(X, y, config)
+    assert_same_tree(tree, expected, X)
+    assert int(info.depth) == int(np.asarray(expected.node_depth)[
+        np.asarray(expected.internal)].max()) + 1
+    # a bootstrap: integer weights (zeros among them) == the rows repeated (the same n rows, so
+    # the same compiled program), and == the NumPy builder on the repeated rows
+    counts = np.random.default_rng(1).multinomial(N, np.full(N, 1 / N))
+    assert (counts == 0).any() and (counts > 1).any()
+    Xr, yr = np.repeat(X, counts, axis=0), np.repeat(y, counts)
+    weighted, _ = grow_tree(X, y, counts.astype(np.float32), config)
+    repeated, _ = grow_tree(Xr, yr, np.ones(N), config)
+    assert_same_tree(weighted, repeated, Xr)
+    assert_same_tree(weighted, numpy_tree(Xr, yr, config), Xr)
+
+
+def test_zero_weight_rows_are_absent():
+    # rows of weight 0 with extreme values change neither the scaling nor any split
+    config = CONFIGS["kd-spread"]
+    X, y = tied_data(2, n=N - 20)
+    junk = np.random.default_rng(3).normal(size=(20, 4)).astype(np.float32) * 100
+    Xp = np.concatenate([X, junk])
+    yp = np.concatenate([y, np.zeros(20, int)])
+    weight = np.r_[np.ones(N - 20), np.zeros(20)]
+    tree, _ = grow_tree(Xp, yp, weight, config)
+    assert_same_tree(tree, numpy_tree(X, y, config), X)
+
+
+def test_vmap_over_weights_and_datasets_equals_a_loop():
+    config = CONFIGS["cart-gini"]
+    data = [tied_data(seed) for seed in range(3)]
+    X = np.stack([d[0] for d in data])
+    y = np.stack([d[1] for d in data])
+    weight = np.random.default_rng(0).poisson(1.0, size=(3, N)).astype(np.float32)
+    batched, info = jax.jit(jax.vmap(lambda a, b, c: grow_tree(a, b, c, config)))(X, y, weight)
+    assert info.capped.shape == (3,)
+    for k in range(3):
+        single, _ = grow_tree(X[k], y[k], weight[k], config)
+        for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(batched)):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b)[k])
+
+
+def test_width_cap_turns_nodes_into_leaves_and_counts_them():
+    config = GrowConfig(partition="dyadic", max_depth=DEPTH, width=4, num_classes=3)
+    X, y = tied_data(0)
+    tree, info = grow_tree(X, y, np.ones(N), config)
+    # independently: route the rows and count the nodes that NumPy's rule would split
+    path, on_path = jaxtree.route(tree, X)
+    internal = np.asarray(tree.internal)
+    expected = 0
+    for slot in np.unique(np.asarray(path)[np.asarray(on_path)]):
+        rows = np.flatnonzero((np.asarray(path) == slot).any(axis=1))
+        level = slot // config.width
+        wanted = (len(rows) >= config.min_split and len(np.unique(y[rows])) > 1
+                  and level < config.max_depth)
+        assert internal[slot] <= wanted
+        expected += wanted and not internal[slot]
+    assert expected > 0 and int(info.capped) == expected
+    per_level = internal.reshape(config.max_depth + 1, config.width).sum(axis=1)
+    assert per_level.max() == config.width // 2
+
+
+def test_max_features_draws_features_per_node_reproducibly():
+    config = config_for("cart", max_features=2)
+    X, y = tied_data(4)
+    X[:, 3] = np.random.default_rng(5).normal(size=N)
+    grown = [grow_tree(X, y, np.ones(N), config, key=jax.random.key(seed))[0]
+             for seed in (0, 0, 1)]
+    full, _ = grow_tree(X, y, np.ones(N), config_for("cart"))
+    features = [np.asarray(t.feature)[np.asarray(t.internal)] for t in grown]
+    for name in ("feature", "threshold", "internal"):      # one key, one tree
+        np.testing.assert_array_equal(np.asarray(getattr(grown[0], name)),
+                                      np.asarray(getattr(grown[1], name)))
+    assert not np.array_equal(np.asarray(grown[0].feature), np.asarray(grown[2].feature))
+    assert not np.array_equal(np.asarray(grown[0].feature), np.asarray(full.feature))
+    assert set(np.concatenate(features)) == {0, 1, 2, 3}
+
+
+def test_exports_for_accelerators_without_host_code():
+    config = CONFIGS["kd-spread"]
+    X, y = tied_data(0)
+    single = jax.jit(lambda a, b, c: grow_tree(a, b, c, config))
+    batched = jax.jit(jax.vmap(lambda a, b, c: grow_tree(a, b, c, config), in_axes=(None, None, 0)))
+    for fn, weight in ((single, np.ones(N, np.float32)), (batched, np.ones((4, N), np.float32))):
+        text = jax.export.export(fn, platforms=["cuda", "tpu"])(X, y, weight).mlir_module()
+        assert "stablehlo.sort" in text
+        assert "callback" not in text and "custom_call" not in text
+
+
+@pytest.mark.parametrize("name, partition", [
+    ("wine", "kd"),
+    pytest.param("wine", "cart", marks=pytest.mark.slow),
+    pytest.param("spam", "dyadic", marks=pytest.mark.slow),
+    pytest.param("spam", "cart", marks=pytest.mark.slow),
+])
+def test_bundled_datasets(name, partition):
+    X, y = datasets.load(name)
+    rows = np.random.default_rng(0).permutation(len(y))[:400]
+    X, y = X[rows], y[rows]
+    config = GrowConfig(partition=partition, max_depth=8, width=256,
+                        num_classes=int(y.max()) + 1, split="spread", bins=16)
+    tree, info = grow_tree(X, y, np.ones(len(y)), config)
+    assert int(info.capped) == 0
+    assert_same_tree(tree, numpy_tree(X, y, config), X)
+
+
+@pytest.mark.parametrize("field, value", [
+    ("partition", "oblique"), ("max_depth", -1), ("width", 3), ("width", 0),
+    ("num_classes", 0), ("min_split", 1), ("split", "range"), ("criterion", "log_loss"),
+    ("bins", 1), ("max_features", 0), ("random_state", 1.5), ("stop_pure", 1)])
+def test_bad_config_names_the_field(field, value):
+    config = GrowConfig(**{field: value})
+    with pytest.raises(ValueError, match=field):
+        check_grow_config(config)
+    with pytest.raises(ValueError, match=field):
+        grow_tree(np.zeros((4, 2)), np.zeros(4, int), np.ones(4), config)
+
+
+def test_bad_arguments_before_tracing():
+    X, y = tied_data(0, n=10)
+    config = config_for("cart", max_features=2)
+    with pytest.raises(ValueError, match="key"):
+        grow_tree(X, y, np.ones(10), config)
+    with pytest.raises(ValueError, match="max_features"):
+        grow_tree(X, y, np.ones(10), config_for("cart", max_features=5), key=jax.random.key(0))
+    with pytest.raises(ValueError, match="max_features"):
+        check_grow_config(config_for("kd", max_features=2))
+    with pytest.raises(ValueError, match="weight"):
+        grow_tree(X, y, np.ones(9), config_for("cart"))
+    with pytest.raises(ValueError, match="X"):
+        grow_tree(X[:, 0], y, np.ones(10), config_for("cart"))
+    with pytest.raises(ValueError, match="config"):
+        grow_tree(X, y, np.ones(10), {"partition": "kd"})
+
+
+@pytest.mark.slow
+def test_grows_under_x64():
+    # float64 trees (x64 on) match the NumPy builder as well; float32 is every other test's case
+    X, y = tied_data(0)
+    config = CONFIGS["kd-cycle"]
+    with jax.enable_x64(True):
+        tree, _ = grow_tree(X, y, np.ones(N), config)
+        assert tree.threshold.dtype == jnp.float64
+        assert_same_tree(tree, numpy_tree(X, y, config), X)
