@@ -269,8 +269,9 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
     def _cv_folds(self, X, y):
         """The ``folds`` argument of :func:`jaxtree.select.tune`: the number of folds (one T0
         for all), or :class:`jaxtree.select.Folds` with T0 grown on each fold's training part."""
-        k = getattr(self, "cv", 2)
-        if not self._per_fold_trees():
+        k, per_fold = select.small_sample_folds(len(y), getattr(self, "cv", 2),
+                                                self._per_fold_trees())
+        if not per_fold:
             return k
         masks = select.fold_masks(len(y), k, getattr(self, "random_state", 0))
         # one layout kind for every fold, so that the trees pad to one shape
@@ -848,7 +849,7 @@ class HSVoteClassifier(TreeClassifierBase):
     ``node_log_weights_`` ``[nodes]``, ``node_estimates_`` ``[nodes]`` (p_A); when tuned,
     ``best_params_`` (``{"eta": ...}``) and ``cv_results_``.
     ``predict_proba`` gives ``(1 − P, P)`` with ``P = Σ_{A ∈ path(x)} w(A)·p_A``; ``predict``
-    returns the second class iff ``P ≥ ½``.
+    returns their argmax, the second class iff ``P > ½``.
 
     Shapes and dtypes as :class:`PACBayesTreeClassifier` (``L`` ≤ 2).
 
@@ -881,12 +882,6 @@ class HSVoteClassifier(TreeClassifierBase):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
         return tags
-
-    def predict(self, X):
-        proba = self.predict_proba(X)
-        if len(self.classes_) == 1:
-            return np.repeat(self.classes_, proba.shape[0])
-        return self.classes_[(proba[:, 1] >= 0.5).astype(int)]
 
     def _check_classes(self, classes):
         if len(classes) > 2:

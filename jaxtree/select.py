@@ -179,6 +179,29 @@ def fold_masks(n: int, folds: int = 2, seed: int = 0) -> np.ndarray:
     return fold_of[None, :] != np.arange(folds)[:, None]
 
 
+def small_sample_folds(n: int, folds: int, per_fold_trees: bool) -> tuple[int, bool]:
+    """``(folds, per_fold_trees)`` that a sample of ``n >= 2`` points can be cross-validated
+    with, warning when they differ from the request: at most ``n`` folds (leave-one-out), and
+    for trees grown per fold, every fold's training part of at least 2 points (a tree needs
+    2), by more folds if some count gives it (``n = 3``: 3 folds), else one T0 of all the points
+    shared by the folds (``n = 2``)."""
+    if folds < 2:
+        raise ValueError(f"cv must be at least 2 folds; got {folds}")
+    if n < 2:
+        raise ValueError(f"cross-validation needs at least 2 samples; got {n}")
+    usable, shared = min(folds, n), False
+    if per_fold_trees:
+        grows = [k for k in range(usable, n + 1) if n - -(-n // k) >= 2]
+        usable, shared = (grows[0], False) if grows else (usable, True)
+    if usable != folds or shared:
+        import warnings
+        warnings.warn(f"{n} samples: cross-validating with {usable} folds"
+                      + (" on one T0 shared by the folds" if shared else "")
+                      + f" (asked: {folds} folds)", UserWarning, stacklevel=3)
+    return usable, per_fold_trees and not shared
+    return usable, per_fold_trees
+
+
 def prepare_folds(tree: Tree, X: Array, y: Array, num_classes: int, train_masks,
                   sample_weight: Optional[Array] = None, valid_size: Optional[int] = None
                   ) -> Folds:
