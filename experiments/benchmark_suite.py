@@ -46,6 +46,7 @@ RESULTS = pathlib.Path(__file__).parent / "results"
 FLOOR = 0.005                       # added to both errors of a ratio (module docstring)
 BUNDLED_ROWS = 1500
 IMBALANCED5 = [0.9, 0.05, 0.035, 0.01, 0.005]
+MODEL_FILTER: set = set()          # --models: fit only these
 
 
 def _classification(n, seed, **options):
@@ -151,6 +152,8 @@ def run(quick: bool, splits: int, pac_options: dict, only=None) -> list[dict]:
             train, test = train_test_split(np.arange(len(y)), test_size=0.3, random_state=split,
                                            stratify=y if np.bincount(y).min() >= 2 else None)
             for model, fit in models(name, pac_options).items():
+                if MODEL_FILTER and model not in MODEL_FILTER:
+                    continue
                 start = time.perf_counter()
                 fitted = fit(X[train], y[train])
                 error = float(np.mean(fitted.predict(X[test]) != y[test]))
@@ -170,13 +173,14 @@ def summary(records: list) -> dict:
         errors.setdefault(r["problem"], {}).setdefault(r["model"], []).append(r["error"])
     mean = {p: {m: float(np.mean(v)) for m, v in by.items()} for p, by in errors.items()}
     out = {}
-    for model in ("PAC-Bayes", "HS", "random forest"):
+    present = {r["model"] for r in records}
+    for model in [m for m in ("PAC-Bayes", "HS", "random forest") if m in present]:
         ratios = [(e[model] + FLOOR) / (e["tuned tree"] + FLOOR) for e in mean.values()]
         wins = sum(e[model] <= e["tuned tree"] + 1e-12 for e in mean.values())
         out[model] = {"geo_mean_ratio": float(np.exp(np.mean(np.log(ratios)))),
                       "at_or_below_tree": int(wins), "problems": len(ratios)}
     gaps = {p: {s: e[f"KD vote ({s})"] - e[f"C1 (KD, {s})"] for s in ("cycle", "spread")}
-            for p, e in mean.items() if imbalanced_multiclass(p)}
+            for p, e in mean.items() if imbalanced_multiclass(p) and "C1 (KD, cycle)" in e}
     return {"models": out, "kd_vote_minus_c1": gaps, "mean_errors": mean}
 
 
@@ -201,14 +205,14 @@ def report(records: list, command: str) -> str:
         for problem, gap in s["kd_vote_minus_c1"].items():
             lines.append(f"* {problem}: " + ", ".join(f"{split} {100 * g:+.2f}"
                                                       for split, g in gap.items()))
-    models = list(next(iter(mean.values())))
+    models = list(next(iter(mean.values())))[:4]
     lines += ["", "Mean test error per problem:", "",
-              "| problem | n | L | " + " | ".join(models[:4]) + " |",
-              "|---|---|---|" + "---|" * 4]
+              "| problem | n | L | " + " | ".join(models) + " |",
+              "|---|---|---|" + "---|" * len(models)]
     meta = {r["problem"]: (r["n"], r["classes"]) for r in records}
     for problem, e in mean.items():
         lines.append(f"| {problem} | {meta[problem][0]} | {meta[problem][1]} | "
-                     + " | ".join(f"{e[m]:.4f}" for m in models[:4]) + " |")
+                     + " | ".join(f"{e[m]:.4f}" for m in models) + " |")
     return "\n".join(lines) + "\n"
 
 
@@ -218,13 +222,25 @@ def main(argv=None):
     parser.add_argument("--splits", type=int, default=None, help="default 3, 1 with --quick")
     parser.add_argument("--pac", default="{}", help="JSON of PACBayesTreeClassifier arguments")
     parser.add_argument("--only", nargs="*", help="problems whose name contains one of these")
+    parser.add_argument("--rule", choices=("interior", "simplest"), default="interior",
+                        help="simplest: the selection's former tie-break (first of least loss, "
+                             "no refit check), for the measurement of docs/theory/selection.md")
+    parser.add_argument("--models", nargs="*", help="only these models (the tuned tree always)")
     parser.add_argument("--out", default="benchmark_suite", help="results file stem")
     args = parser.parse_args(argv)
     splits = args.splits or (1 if args.quick else 3)
+    if args.rule == "simplest":
+        from jaxtree import select
+        select.interior_best = lambda total, shape: select.jnp.argmin(total)
+        select.MAX_REFIT_UNRESOLVED = 1.0
+    if args.models:
+        MODEL_FILTER.update(args.models + ["tuned tree"])
     records = run(args.quick, splits, json.loads(args.pac), args.only)
     command = "python -m experiments.benchmark_suite" + (" --quick" if args.quick else "") + \
         (f" --splits {splits}" if args.splits else "") + \
-        (f" --pac '{args.pac}'" if args.pac != "{}" else "")
+        (f" --pac '{args.pac}'" if args.pac != "{}" else "") + \
+        (f" --rule {args.rule}" if args.rule != "interior" else "") + \
+        (f" --models {' '.join(args.models)}" if args.models else "")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(records, indent=1))
     text = report(records, command)

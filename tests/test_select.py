@@ -455,3 +455,24 @@ def test_authors_potentials_against_a_transcription_of_their_code(precision, lay
     paper = jaxtree.pacbayes_log_weights(tree, stats, 1.0, 1.0)
     assert not np.allclose(np.exp(np.asarray(paper))[nodes], [
         _authors_reference_weights(tree, counts, 1.0, 1.0)[v] for v in nodes], atol=1e-3)
+
+
+def test_small_sample_folds():
+    """At most n folds; per-fold trees need 2 training points in every fold (n - ceil(n/k)),
+    reached with more folds where possible, else one shared T0; a warning whenever the
+    request is changed."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert select.small_sample_folds(4, 2, True) == (2, True)
+        assert select.small_sample_folds(10, 5, False) == (5, False)
+    for n, folds, per_fold, expected in [(2, 2, True, (2, False)), (3, 2, True, (3, True)),
+                                         (3, 5, False, (3, False)), (4, 5, True, (4, True))]:
+        with pytest.warns(UserWarning, match="cross-validating"):
+            assert select.small_sample_folds(n, folds, per_fold) == expected
+        k, grown = expected
+        if grown:
+            masks = select.fold_masks(n, k)
+            assert masks.sum(axis=1).min() >= 2
+    with pytest.raises(ValueError, match="cv"):
+        select.small_sample_folds(10, 1, False)
