@@ -119,7 +119,8 @@ def test_defaults_do_not_collapse(generator, seed, estimator):
         assert len(np.unique(predicted)) > 1
 
 
-@pytest.mark.parametrize("n", [2, 3, 5, 10])
+@pytest.mark.parametrize("n", [2, 3, pytest.param(5, marks=pytest.mark.slow),
+                               pytest.param(10, marks=pytest.mark.slow)])   # ~25 s each: new shapes
 def test_tiny_samples_give_a_model(n):
     """A default fit on 2-10 rows gives a model that predicts its own labels' classes; where the
     requested 2 folds cannot hold a tree grown per fold, it says so in a warning."""
