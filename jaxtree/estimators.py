@@ -214,6 +214,11 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         ``n_samples_`` (rows of positive weight) first."""
         self._num_rows = int(np.count_nonzero(weight))
         self._total_weight = float(weight.sum())
+        # the folds a sample this small can be cross-validated with (warns when fewer)
+        self._cv_plan = (select.small_sample_folds(self._num_rows, getattr(self, "cv", 2),
+                                                   self._per_fold_trees())
+                         if getattr(self, "tune", None) is not None and self._num_rows >= 2
+                         else (getattr(self, "cv", 2), self._per_fold_trees()))
         return shapes.pad_sample(X, y, weight, shapes.fit_rows(X.shape[0], self._shape_family(X)))
 
     def _shape_family(self, X) -> tuple:
@@ -381,11 +386,13 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
             raise ValueError(f"partition must be one of {PARTITIONS}; got {self.partition!r}")
         depth = self.max_depth if self.max_depth is not None else fitting.default_max_depth(
             self.partition, max(2, int(math.ceil(float(np.sum(weight))))), X.shape[1])
+        folds, per_fold = getattr(self, "_cv_plan",
+                                  (getattr(self, "cv", 2), self._per_fold_trees()))
         settings = dict(num_classes=self._num_stat_classes(), partition=self.partition,
                         max_depth=depth, min_split=self.min_split, split=self.split,
-                        bins=getattr(self, "bins", None), cv=getattr(self, "cv", 2),
+                        bins=getattr(self, "bins", None), cv=folds,
                         lam1=1.0, lam2=1.0, tune=None, random_state=self._tie_seed(),
-                        cv_trees=getattr(self, "cv_trees", "shared"))
+                        cv_trees="per_fold" if per_fold else "shared")
         return fitting.fit_config(X.shape[0], X.shape[1], **{**settings, **options})
 
     def _tie_seed(self) -> int:
@@ -974,7 +981,7 @@ class HSVoteClassifier(TreeClassifierBase):
     ``node_log_weights_`` ``[nodes]``, ``node_estimates_`` ``[nodes]`` (p_A); when tuned,
     ``best_params_`` (``{"eta": ...}``) and ``cv_results_``.
     ``predict_proba`` gives ``(1 − P, P)`` with ``P = Σ_{A ∈ path(x)} w(A)·p_A``; ``predict``
-    returns the second class iff ``P ≥ ½``.
+    returns their argmax, the second class iff ``P > ½``.
 
     Shapes and dtypes as :class:`PACBayesTreeClassifier` (``L`` ≤ 2).
 
@@ -1010,12 +1017,6 @@ class HSVoteClassifier(TreeClassifierBase):
         tags = super().__sklearn_tags__()
         tags.classifier_tags.multi_class = False
         return tags
-
-    def predict(self, X):
-        proba = self.predict_proba(X)
-        if len(self.classes_) == 1:
-            return np.repeat(self.classes_, proba.shape[0])
-        return self.classes_[(proba[:, 1] >= 0.5).astype(int)]
 
     def _check_classes(self, classes):
         if len(classes) > 2:

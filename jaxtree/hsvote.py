@@ -10,7 +10,8 @@ likelihood is ``exp(−η Σ_{A ∈ π(T)} loss_A)``. Its up pass (docs/theory/p
 
 is the engine's log-semiring pass with leaf potential ``log ½ − η loss_A`` at T0-internal nodes,
 ``−η loss_A`` at T0-leaves, and split potential ``log ½`` at T0-internal nodes. The prediction is
-``P(y = 1 | x) = Σ_{A ∈ path(x)} w(A)·p_A`` and the vote predicts 1 iff it is ≥ ½.
+``P(y = 1 | x) = Σ_{A ∈ path(x)} w(A)·p_A`` and the vote predicts 1 iff it is > ½ (the argmax
+of ``(1 − P, P)``: a tie goes to class 0).
 
 Functional path (``vmap`` over ``eta`` for a grid)::
 
@@ -128,7 +129,8 @@ def hs_log_weights(tree: Tree, stats: NodeStats, eta, loss: str = "log") -> Arra
 
 
 def hs_vote(tree: Tree, estimates: Array, log_weights: Array, X: Array) -> Array:
-    """``[n]``: ``P(y = 1 | x) = Σ_{A ∈ path(x)} w(A)·p_A``; the vote predicts 1 iff it is ≥ ½.
+    """``[n]``: ``P(y = 1 | x) = Σ_{A ∈ path(x)} w(A)·p_A``; the vote predicts 1 iff it is > ½
+    (the argmax of ``(1 − P, P)``).
 
     Args:
       estimates: ``[nodes]`` p_A (:func:`hs_node_estimates`).

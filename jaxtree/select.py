@@ -27,13 +27,23 @@ How the work is shared (T0 is built once on all the training data, docs/theory/p
   a grid of settings is one ``vmap`` over settings (chunked with ``lax.map(batch_size=...)`` to
   bound memory) of a ``vmap`` over folds (:func:`grid_errors`).
 
-**Ties go to the simpler model.** Product grids are laid out simplest first: each parameter has a
-direction (``-1``: smaller values are simpler, ``+1``: larger values are simpler), its values are
-ordered simplest first, and the first parameter varies slowest. The selected setting is the
-*first* one of least validation error (summed error counts over the folds), i.e. the least error,
-then the simplest first parameter, then the simplest second one. For the PAC-Bayes tree
+**Unresolved votes count as ties.** A point's prediction is *resolved* when its top class score
+beats every other by more than :data:`RESOLUTION_ULPS` units in the last place of the scores'
+sum; otherwise it hinges on weights the float dtype cannot hold (a posterior with all but an ulp
+of its mass on a root of equal class counts) and ``scoring="accuracy"`` charges it the expected
+error of a random pick among the classes tied at the top (:func:`point_losses`).
+
+**Ties go to the interior of the tied region, then to the simpler model.** Product grids are
+laid out simplest first: each parameter has a direction (``-1``: smaller values are simpler,
+``+1``: larger values are simpler), its values are ordered simplest first, and the first
+parameter varies slowest. Among the settings of least validation loss (summed over the folds),
+the selected one is the farthest, in grid steps (Chebyshev distance), from every setting of
+higher loss and from the grid's edge (:func:`interior_best`); among those equally deep, the
+first, i.e. the simplest first parameter, then the simplest second one. For the PAC-Bayes tree
 (:data:`PACBAYES_DIRECTIONS`): smaller λ1 (training errors weigh less, shallower prunings win) and
-larger λ2 (the concentration term Σ sqrt(N_A) penalises splitting) are simpler.
+larger λ2 (the concentration term Σ sqrt(N_A) penalises splitting) are simpler. :func:`tune`
+then refits on all the points and skips a tied setting whose refit leaves most training points
+unresolved (:func:`refit_unresolved`). docs/theory/selection.md has the measurements.
 """
 
 from __future__ import annotations
@@ -65,6 +75,12 @@ PACBAYES_DIRECTIONS = (("lam1", -1), ("lam2", +1))
 PACBAYES3_DIRECTIONS = PACBAYES_DIRECTIONS + (("leaf_cost", +1),)
 #: Selection criteria, by scikit-learn's scorer names (module docstring).
 SCORINGS = ("accuracy", "neg_log_loss", "neg_brier_score")
+#: A vote is resolved when its top score beats the others by more than this many float ulps of
+#: the scores' sum (module docstring).
+RESOLUTION_ULPS = 16
+#: :func:`tune` skips a tied setting whose refit leaves more than this share of the training
+#: points unresolved.
+MAX_REFIT_UNRESOLVED = 0.5
 # Bytes of intermediates one (setting, fold) may use, per node and class, and the budget that
 # sets how many settings are evaluated at once.
 _BYTES_PER_ENTRY = 24
@@ -161,6 +177,28 @@ def fold_masks(n: int, folds: int = 2, seed: int = 0) -> np.ndarray:
     fold_of = np.empty(n, np.int64)
     fold_of[np.random.default_rng(seed).permutation(n)] = np.arange(n) % folds
     return fold_of[None, :] != np.arange(folds)[:, None]
+
+
+def small_sample_folds(n: int, folds: int, per_fold_trees: bool) -> tuple[int, bool]:
+    """``(folds, per_fold_trees)`` that a sample of ``n >= 2`` points can be cross-validated
+    with, warning when they differ from the request: at most ``n`` folds (leave-one-out), and
+    for trees grown per fold, every fold's training part of at least 2 points (a tree needs
+    2), by more folds if some count gives it (``n = 3``: 3 folds), else one T0 of all the points
+    shared by the folds (``n = 2``)."""
+    if folds < 2:
+        raise ValueError(f"cv must be at least 2 folds; got {folds}")
+    if n < 2:
+        raise ValueError(f"cross-validation needs at least 2 samples; got {n}")
+    usable, shared = min(folds, n), False
+    if per_fold_trees:
+        grows = [k for k in range(usable, n + 1) if n - -(-n // k) >= 2]
+        usable, shared = (grows[0], False) if grows else (usable, True)
+    if usable != folds or shared:
+        import warnings
+        warnings.warn(f"{n} samples: cross-validating with {usable} folds"
+                      + (" on one T0 shared by the folds" if shared else "")
+                      + f" (asked: {folds} folds)", UserWarning, stacklevel=3)
+    return usable, per_fold_trees and not shared
 
 
 def prepare_folds(tree: Tree, X: Array, y: Array, num_classes: int, train_masks,
@@ -317,12 +355,16 @@ def check_scoring(scoring) -> None:
 
 
 def point_losses(scores: Array, label: Array, scoring: str = "accuracy") -> Array:
-    """``[m]`` loss of each point under ``scoring`` (module docstring): 0-1 error of the argmax,
+    """``[m]`` loss of each point under ``scoring`` (module docstring): the 0-1 error of the
+    argmax (a point whose top classes are tied within float resolution, :func:`tied_at_top`,
+    pays ``1 − 1[y tied]/(number tied)``, the expected error of a random pick among them),
     ``−log p_y`` or the Brier score of ``p``, the scores ``[m, L]`` normalised to sum to 1.
     Probabilities are clipped to ``[eps, 1]`` (``eps`` of the dtype) in the log-loss, as
     scikit-learn does, so a hard vote's 0 costs ``−log eps``, not infinity."""
     if scoring == "accuracy":
-        return (jnp.argmax(scores, axis=1) != label).astype(scores.dtype)
+        tied = tied_at_top(scores)
+        right = jnp.take_along_axis(tied, label[:, None], axis=1)[:, 0]
+        return 1 - right / tied.sum(axis=1).astype(scores.dtype)
     proba = scores / jnp.maximum(scores.sum(axis=1, keepdims=True), jnp.finfo(scores.dtype).tiny)
     if scoring == "neg_log_loss":
         right = jnp.take_along_axis(proba, label[:, None], axis=1)[:, 0]
@@ -332,6 +374,16 @@ def point_losses(scores: Array, label: Array, scoring: str = "accuracy") -> Arra
         scale = 0.5 if scores.shape[1] == 2 else 1.0
         return scale * jnp.sum((proba - onehot) ** 2, axis=1)
     raise ValueError(f"scoring must be one of {SCORINGS}; got {scoring!r}")
+
+
+def tied_at_top(scores: Array) -> Array:
+    """``[m, L]`` bool: the classes whose score is within :data:`RESOLUTION_ULPS` float ulps of
+    the scores' sum of each point's top score ``scores`` ``[m, L]`` (the top one included): more
+    than one where the argmax hinges on weights below the dtype's resolution."""
+    eps = jnp.finfo(scores.dtype).eps
+    top = scores.max(axis=1, keepdims=True)
+    tol = RESOLUTION_ULPS * eps * jnp.abs(scores).sum(axis=1, keepdims=True)
+    return scores >= top - tol
 
 
 def fold_errors(tree: Tree, folds: Folds, votes_fn: Callable, params: dict,
@@ -468,6 +520,31 @@ def product_grid(values: dict, directions) -> dict:
     return {name: m.ravel() for (name, _), m in zip(directions, mesh)}
 
 
+def interior_best(total: Array, shape: tuple) -> Array:
+    """Index of the selected setting (module docstring) of a product grid laid out by
+    :func:`product_grid`: ``total`` ``[G]`` validation losses, ``shape`` the grid's per-parameter
+    sizes (``G = prod(shape)``). Among the settings of least loss, the one farthest (Chebyshev
+    distance in grid steps) from any setting of higher loss and from the grid's edge; the first
+    of those. Pure jnp (``jit``/``vmap`` fine).
+
+    Example:
+        Seven settings of one parameter, the first five tied: the third is the deepest:
+
+        >>> import numpy as np
+        >>> from jaxtree.select import interior_best
+        >>> int(interior_best(np.array([1.0, 1, 1, 1, 1, 2, 3]), (7,)))
+        2
+    """
+    coords = np.stack(np.unravel_index(np.arange(int(np.prod(shape))), shape), axis=1)
+    steps = np.abs(coords[:, None, :] - coords[None, :, :]).max(axis=2)    # [G, G]
+    to_edge = np.minimum(coords, np.asarray(shape) - 1 - coords).min(axis=1) + 1
+    best = jnp.min(total)
+    tied = total <= best + 1e-6 * jnp.maximum(jnp.abs(best), 1.0)
+    to_worse = jnp.min(jnp.where(tied[None, :], np.iinfo(np.int32).max, steps), axis=1)
+    depth = jnp.where(tied, jnp.minimum(to_worse, to_edge), -1)
+    return jnp.argmax(depth)
+
+
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=["grids", "errors", "num_valid", "best_params", "best_error"],
                    meta_fields=[])
@@ -562,7 +639,7 @@ def _first_grid(base, directions, fixed):
 @functools.partial(jax.jit, static_argnames=("directions", "linear_size"))
 def _second_grid(grid0, errors0, directions, linear_size, fixed):
     """Stage 1: ``linear_size`` values from half to twice stage 0's best, per parameter."""
-    best0 = jnp.argmin(errors0.sum(axis=1))
+    best0 = interior_best(errors0.sum(axis=1), _grid_shape(grid0, directions))
     steps = jnp.linspace(0.5, 2.0, linear_size)
     return _with_fixed(product_grid({name: grid0[name][best0] * steps for name, _ in directions},
                                     directions), fixed)
@@ -571,7 +648,7 @@ def _second_grid(grid0, errors0, directions, linear_size, fixed):
 @functools.partial(jax.jit, static_argnames="directions")
 def _search_result(grid0, errors0, grid1, errors1, weight, directions) -> GridSearchResult:
     total1 = errors1.sum(axis=1)
-    best1 = jnp.argmin(total1)
+    best1 = interior_best(total1, _grid_shape(grid1, directions))
     num_valid = weight.sum(axis=1)
     names = [name for name, _ in directions]
     return GridSearchResult(grids=({name: grid0[name] for name in names},
@@ -579,6 +656,16 @@ def _search_result(grid0, errors0, grid1, errors1, weight, directions) -> GridSe
                             errors=(errors0, errors1), num_valid=num_valid,
                             best_params={name: grid1[name][best1] for name in names},
                             best_error=total1[best1] / num_valid.sum())
+
+
+def _grid_shape(grid: dict, directions) -> tuple:
+    """The per-parameter sizes of a square product grid (:func:`product_grid`) of ``G`` settings."""
+    size = jax.tree.leaves(grid)[0].shape[0]
+    side = int(round(size ** (1 / len(directions))))
+    if side ** len(directions) != size:
+        raise ValueError(f"a grid of {size} settings is not a square product over "
+                         f"{len(directions)} parameters")
+    return (side,) * len(directions)
 
 
 def holdout_masks(n: int, fraction: float = 0.35, seed: int = 0) -> np.ndarray:
@@ -870,8 +957,10 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
             result = paper_search(tree, data, votes_fn, tuple(directions), fixed,
                                   base_grid=base_grid, progress=bar.update,
                                   errors_fn=errors_fn, scoring=scoring)
-        return ({name: float(v) for name, v in result.best_params.items()},
-                _grid_results(result, names, scoring))
+        best = _resolved_choice(tree, X, y, num_classes, votes_fn, result, tuple(directions),
+                                fixed)
+        return {name: float(v) for name, v in best.items()}, _grid_results(result, names,
+                                                                           scoring)
     if method == "gradient":
         # every tuned parameter given: start there; else the best few of a coarse grid
         start = ({name: init[name] for name in names}
@@ -884,6 +973,44 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
                                    **gradient_options)
         return result.best_params, _gradient_results(result, names, scoring)
     raise ValueError(f"method must be 'grid' or 'gradient'; got {method!r}")
+
+
+def refit_unresolved(tree: Tree, X, y, num_classes: int, votes_fn: Callable,
+                     params: dict) -> float:
+    """The share of the training points ``X`` ``[n, D]``, ``y`` ``[n]`` whose prediction by the
+    model refitted on all of them at ``params`` is unresolved (:func:`tied_at_top`): near 1 for
+    a posterior whose leaves weigh less than the float resolution beside a root of equal class
+    counts."""
+    return float(_refit_unresolved(tree, jnp.asarray(X, tree.threshold.dtype),
+                                   jnp.asarray(y, jnp.int32), num_classes, votes_fn,
+                                   jax.tree.map(jnp.asarray, params)))
+
+
+@functools.partial(jax.jit, static_argnames=("num_classes", "votes_fn"))
+def _refit_unresolved(tree, X, y, num_classes, votes_fn, params):
+    path, on_path = route(tree, X)
+    stats = stats_from_paths(tree, path, on_path, y, num_classes, jnp.ones(y.shape[0], X.dtype))
+    scores = point_scores(votes_fn(tree, stats, params), path, on_path, num_classes)
+    return jnp.mean(tied_at_top(scores).sum(axis=1) > 1)
+
+
+def _resolved_choice(tree, X, y, num_classes, votes_fn, result, directions, fixed) -> dict:
+    """The selected setting of a grid search, skipping tied ones (module docstring) whose refit
+    on ``X``, ``y`` leaves more than :data:`MAX_REFIT_UNRESOLVED` of the points unresolved: the
+    settings of least stage-1 loss, deepest in their tied region first
+    (:func:`interior_best`); the search's own choice when none passes or ``X`` is None."""
+    if X is None:
+        return result.best_params
+    grid, total = result.grids[-1], np.asarray(result.errors[-1]).sum(axis=1)
+    order = [int(np.asarray(interior_best(jnp.asarray(total), _grid_shape(grid, directions))))]
+    tied = np.flatnonzero(total <= total.min() + 1e-6 * max(abs(total.min()), 1.0))
+    order += [int(i) for i in tied if i != order[0]]
+    for index in order:
+        params = {name: grid[name][index] for name, _ in directions}
+        if refit_unresolved(tree, X, y, num_classes, votes_fn,
+                            {**(fixed or {}), **params}) <= MAX_REFIT_UNRESOLVED:
+            return params
+    return result.best_params
 
 
 def _score(mean_loss, scoring):

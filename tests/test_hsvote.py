@@ -110,10 +110,23 @@ def test_estimator_matches_functional_path_and_refuses_multiclass():
     p = hsvote.hs_vote(model.tree_, hsvote.hs_node_estimates(stats),
                        hsvote.hs_log_weights(model.tree_, stats, 0.5), X)
     np.testing.assert_allclose(model.predict_proba(X)[:, 1], np.asarray(p), rtol=1e-6)
-    np.testing.assert_array_equal(model.predict(X), np.where(np.asarray(p) >= 0.5, 7, 3))
+    np.testing.assert_array_equal(model.predict(X), np.where(np.asarray(p) > 0.5, 7, 3))
     assert model.score(X, y) > 0.9
     with pytest.raises(ValueError, match="two classes"):
         jaxtree.HSVoteClassifier().fit(X, np.arange(200) % 3)
+
+
+def test_predict_is_the_argmax_of_predict_proba_at_a_tie():
+    """Two points of each class in mirror-image cells: at η → 0 every node keeps its prior
+    weight and P = ½ exactly at every point; predict is then classes_[argmax] = the first class
+    (it used to threshold P ≥ ½ to the second)."""
+    X = np.array([[0.0], [1.0], [2.0], [3.0]])
+    y = np.array([3, 7, 7, 3])
+    model = jaxtree.HSVoteClassifier(max_depth=1, eta=1e-12).fit(X, y)
+    proba = model.predict_proba(X)
+    np.testing.assert_array_equal(proba[:, 1], 0.5)
+    np.testing.assert_array_equal(model.predict(X), model.classes_[np.argmax(proba, axis=1)])
+    np.testing.assert_array_equal(model.predict(X), 3)
 
 
 def test_hs_vote_refuses_arrays_of_another_tree():

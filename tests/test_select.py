@@ -109,26 +109,78 @@ def test_paper_search_follows_the_protocol():
     np.testing.assert_array_equal(result.errors[0], select.grid_errors(
         tree, folds, select.pacbayes_votes, grid0))
     total0 = np.asarray(result.errors[0]).sum(axis=1)
-    best0 = int(np.flatnonzero(total0 == total0.min())[0])
+    best0 = _deepest_tied(total0, (10, 10))
     for name in ("lam1", "lam2"):
         np.testing.assert_allclose(np.unique(grid1[name]),
                                    grid0[name][best0] * np.linspace(0.5, 2, 10), rtol=1e-5)
     total1 = np.asarray(result.errors[1]).sum(axis=1)
-    best1 = int(np.flatnonzero(total1 == total1.min())[0])
+    best1 = _deepest_tied(total1, (10, 10))
     assert float(result.best_params["lam1"]) == float(grid1["lam1"][best1])
     assert float(result.best_error) == pytest.approx(total1.min() / len(y))
 
 
-def test_ties_go_to_the_simpler_model():
-    """Every setting is error-free on a one-class sample: the smallest λ1, largest λ2 win."""
+def _deepest_tied(total, shape):
+    """Brute force of the selection rule: loop over the settings of least loss, measure each
+    one's distance in grid steps to the nearest worse setting or past the grid's edge, keep the
+    first of the largest."""
+    best, best_depth = None, -1
+    cells = list(np.ndindex(*shape))
+    tied = [c for c, t in zip(cells, total) if t == total.min()]
+    for cell in tied:
+        depth = min(min(i + 1, n - i) for i, n in zip(cell, shape))
+        for other, t in zip(cells, total):
+            if t != total.min():
+                depth = min(depth, max(abs(a - b) for a, b in zip(cell, other)))
+        if depth > best_depth:
+            best, best_depth = cell, depth
+    return int(np.ravel_multi_index(best, shape))
+
+
+def test_interior_best_is_the_deepest_tied_setting():
+    rng = np.random.default_rng(3)
+    for shape in [(7,), (4, 6), (3, 3, 4)]:
+        for _ in range(20):
+            total = rng.integers(0, 3, size=int(np.prod(shape))).astype(float)
+            assert int(select.interior_best(total, shape)) == _deepest_tied(total, shape)
+
+
+def test_ties_go_to_the_centre_of_the_grid():
+    """Every setting is error-free on a one-class sample: the whole grid is tied, and the
+    deepest setting is its centre (the first of the four central cells, the simpler side)."""
     X, _ = _data()
     y = np.zeros(len(X), int)
     tree = jaxtree.kd_tree(X, max_depth=DEPTH)
     folds = select.prepare_folds(tree, X, jnp.asarray(y), L, select.fold_masks(len(y), 2))
     result = select.paper_search(tree, folds, select.pacbayes_votes)
     assert float(result.best_error) == 0
-    assert float(result.best_params["lam1"]) == pytest.approx(0.5 * 2.0 ** -8)
-    assert float(result.best_params["lam2"]) == pytest.approx(2 * 2.0 ** 6)
+    assert float(result.best_params["lam1"]) == pytest.approx(
+        2.0 ** np.linspace(-8, 6, 10)[4] * np.linspace(0.5, 2, 10)[4])
+    assert float(result.best_params["lam2"]) == pytest.approx(
+        2.0 ** np.linspace(-8, 6, 10)[5] * np.linspace(0.5, 2, 10)[5])
+
+
+def test_unresolved_votes_are_charged_as_ties():
+    """Scores equal up to one ulp are a tie: half an error for two classes, whatever the
+    argmax; a clear winner is the plain 0-1 error."""
+    one = float(np.nextafter(np.float32(0.5), np.float32(1)))
+    scores = jnp.asarray([[0.5, one], [one, 0.5], [0.9, 0.1], [0.2, 0.8]], jnp.float32)
+    label = jnp.asarray([0, 0, 1, 1])
+    np.testing.assert_array_equal(select.point_losses(scores, label), [0.5, 0.5, 1, 0])
+
+
+def test_a_collapsed_refit_is_skipped():
+    """Two separated groups of equal size: at the grid's simplest corner the posterior puts
+    all but an ulp on the root (class counts equal), so every refit prediction is a tie, and
+    the estimator takes a tied setting whose refit resolves its predictions."""
+    X = np.r_[np.linspace(-2, -1, 20), np.linspace(1, 2, 20)][:, None]
+    y = np.r_[np.zeros(20, int), np.ones(20, int)]
+    tree = jaxtree.kd_tree(X, max_depth=3)
+    corner = {"lam1": 2.0 ** -9, "lam2": 128.0, "smoothing": 0.5}
+    assert select.refit_unresolved(tree, X, y, 2, select.pacbayes_votes, corner) == 1
+    model = jaxtree.PACBayesTreeClassifier(partition="kd", max_depth=3).fit(X, y)
+    assert model.score(X, y) == 1
+    params = {**model.best_params_, "smoothing": 0.5}
+    assert select.refit_unresolved(tree, X, y, 2, select.pacbayes_votes, params) == 0
 
 
 @pytest.mark.slow   # 30 s; stack_problems and batch_fit_scores run in experiments.tuning too
@@ -312,7 +364,8 @@ def test_estimator_tuning_options():
     assert auto.best_params_ == pytest.approx({k: float(v) for k, v in best.items()})
     results = auto.cv_results_
     assert len(results["params"]) == 200 and results["rank_test_score"].min() == 1
-    chosen = results["params"][int(np.argmax(results["mean_test_score"][100:])) + 100]
+    stage1 = -np.asarray(results["mean_test_score"][100:])
+    chosen = results["params"][_deepest_tied(stage1, (10, 10)) + 100]
     assert chosen == pytest.approx(auto.best_params_)
     fixed = jaxtree.PACBayesTreeClassifier(**kd,
                                            **auto.best_params_).fit(X, labels)
@@ -402,3 +455,24 @@ def test_authors_potentials_against_a_transcription_of_their_code(precision, lay
     paper = jaxtree.pacbayes_log_weights(tree, stats, 1.0, 1.0)
     assert not np.allclose(np.exp(np.asarray(paper))[nodes], [
         _authors_reference_weights(tree, counts, 1.0, 1.0)[v] for v in nodes], atol=1e-3)
+
+
+def test_small_sample_folds():
+    """At most n folds; per-fold trees need 2 training points in every fold (n - ceil(n/k)),
+    reached with more folds where possible, else one shared T0; a warning whenever the
+    request is changed."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert select.small_sample_folds(4, 2, True) == (2, True)
+        assert select.small_sample_folds(10, 5, False) == (5, False)
+    for n, folds, per_fold, expected in [(2, 2, True, (2, False)), (3, 2, True, (3, True)),
+                                         (3, 5, False, (3, False)), (4, 5, True, (4, True))]:
+        with pytest.warns(UserWarning, match="cross-validating"):
+            assert select.small_sample_folds(n, folds, per_fold) == expected
+        k, grown = expected
+        if grown:
+            masks = select.fold_masks(n, k)
+            assert masks.sum(axis=1).min() >= 2
+    with pytest.raises(ValueError, match="cv"):
+        select.small_sample_folds(10, 1, False)

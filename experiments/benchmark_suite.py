@@ -1,0 +1,253 @@
+"""The default PAC-Bayes tree on a wide benchmark nobody tuned the defaults for.
+
+    python -m experiments.benchmark_suite [--quick] [--splits 3] [--pac '{"smoothing": 1}']
+
+Problems (:func:`problems`, at least 30): the seven bundled Table 1 datasets
+(:mod:`experiments.datasets`, 1500 rows drawn from each), scikit-learn's breast cancer, wine,
+iris and digits, and synthetic families of 100–5000 rows: ``make_classification`` with label
+noise (``flip_y``), class imbalance (binary 90/10, and a 5-class family with one class near
+90 % and the smallest under 1 %), several classes, many uninformative features; moons, circles
+and blobs. Each problem is split ``--splits`` times (seed s, 30 % test, stratified unless a class
+has a single point).
+
+Models, each with its defaults on the training part:
+
+* ``PACBayesTreeClassifier()`` (CART T0, λ's by 2-fold CV; ``--pac`` adds constructor
+  arguments, to measure a change of default);
+* scikit-learn's ``DecisionTreeClassifier(random_state=0)`` tuned by ``GridSearchCV`` (5
+  folds) over ``ccp_alpha`` on the tree's own cost-complexity path (at most 30 values, evenly
+  spaced along the path): "tuned tree", the reference of every ratio;
+* hierarchical shrinkage: imodels' ``HSTreeClassifier`` on a CART tree at the shrinkage
+  ``HSTreeClassifierCV`` selects (its grid, 3 folds, log-loss;
+  :func:`experiments.calibration.hs_reg_param`, which scores a fold missing a rare class
+  instead of failing);
+* ``RandomForestClassifier(random_state=0)`` (100 trees), a reference beyond single trees;
+* on the imbalanced 5-class family also C1 (``PrunedTreeClassifier()``, KD T0, coordinates
+  cycled) and the PAC-Bayes vote on that same T0 (``partition="kd", split="cycle"``), and the
+  pair again with the widest-spread split rule.
+
+Reported (``experiments/results/benchmark_suite.md``, records in ``benchmark_suite.json``): per
+problem the mean test error over the splits; per model the geometric mean over problems of the
+ratio ``(error + 0.005) / (tuned tree's error + 0.005)`` (half a point added on both sides so
+that an error-free problem counts as a tie, not as 0 or ∞) and the number of problems where it
+is at or below the tuned tree. ``--quick``: one split and every other synthetic size.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import time
+
+import numpy as np
+
+RESULTS = pathlib.Path(__file__).parent / "results"
+FLOOR = 0.005                       # added to both errors of a ratio (module docstring)
+BUNDLED_ROWS = 1500
+IMBALANCED5 = [0.9, 0.05, 0.035, 0.01, 0.005]
+MODEL_FILTER: set = set()          # --models: fit only these
+
+
+def _classification(n, seed, **options):
+    from sklearn.datasets import make_classification
+    defaults = dict(n_features=10, n_informative=4, n_redundant=2, flip_y=0.05)
+    return make_classification(n_samples=n, random_state=seed, **{**defaults, **options})
+
+
+def problems(quick: bool = False) -> dict:
+    """``{name: loader}``, each loader giving ``(X [n, D] float, y [n] int)``."""
+    from sklearn import datasets as sk
+
+    from experiments import datasets
+
+    def bundled(name):
+        def load():
+            X, y = datasets.load(name)
+            rows = np.random.default_rng(0).choice(len(y), min(BUNDLED_ROWS, len(y)),
+                                                   replace=False)
+            return X[rows], np.unique(y[rows], return_inverse=True)[1]
+        return load
+
+    out = {f"{name} ({BUNDLED_ROWS})": bundled(name) for name in datasets.DATASETS}
+    out.update({"breast cancer": lambda: sk.load_breast_cancer(return_X_y=True),
+                "wine (sklearn)": lambda: sk.load_wine(return_X_y=True),
+                "iris": lambda: sk.load_iris(return_X_y=True),
+                "digits": lambda: sk.load_digits(return_X_y=True)})
+    synthetic = {
+        "noisy 10%": [(n, dict(flip_y=0.1)) for n in (100, 300, 1000, 4000)],
+        "noisy 30%": [(n, dict(flip_y=0.3)) for n in (300, 2000)],
+        "imbalanced 90/10": [(n, dict(weights=[0.9, 0.1])) for n in (300, 2000)],
+        "3 classes": [(n, dict(n_classes=3)) for n in (500, 2500)],
+        "5 classes imbalanced": [(n, dict(n_classes=5, weights=IMBALANCED5, flip_y=0.01))
+                                 for n in (1500, 5000)],
+        "50 features, 5 informative": [(n, dict(n_features=50, n_informative=5))
+                                       for n in (200, 1000)],
+    }
+    for family, sizes in synthetic.items():
+        for n, options in sizes[::2] if quick else sizes:
+            out[f"{family} ({n})"] = (lambda n=n, o=options: _classification(n, 1, **o))
+    shapes = {"moons": lambda n: sk.make_moons(n, noise=0.3, random_state=1),
+              "circles": lambda n: sk.make_circles(n, noise=0.15, factor=0.5, random_state=1),
+              "blobs": lambda n: sk.make_blobs(n, centers=3, cluster_std=2.5, random_state=1)}
+    for family, make in shapes.items():
+        for n in (200, 1000, 5000)[::2] if quick else (200, 1000, 5000):
+            out[f"{family} ({n})"] = (lambda make=make, n=n: make(n))
+    return out
+
+
+def imbalanced_multiclass(name: str) -> bool:
+    return name.startswith("5 classes imbalanced")
+
+
+def tuned_tree(X, y):
+    """scikit-learn's tree tuned by GridSearchCV over its cost-complexity path (docstring)."""
+    from sklearn.model_selection import GridSearchCV, StratifiedKFold
+    from sklearn.tree import DecisionTreeClassifier
+    path = DecisionTreeClassifier(random_state=0).cost_complexity_pruning_path(X, y)
+    alphas = np.unique(path.ccp_alphas[np.linspace(0, len(path.ccp_alphas) - 2, 30).astype(int)])
+    cv = StratifiedKFold(max(2, min(5, int(np.bincount(y).min()))), shuffle=True,
+                         random_state=0)
+    return GridSearchCV(DecisionTreeClassifier(random_state=0), {"ccp_alpha": list(alphas)},
+                        cv=cv, n_jobs=1).fit(X, y)
+
+
+def hierarchical_shrinkage(X, y):
+    from imodels import HSTreeClassifier
+    from sklearn.tree import DecisionTreeClassifier
+
+    from experiments.calibration import hs_reg_param
+    reg = hs_reg_param(X, y, int(y.max()) + 1)
+    return HSTreeClassifier(DecisionTreeClassifier(random_state=0), reg).fit(X, y)
+
+
+def models(name: str, pac_options: dict) -> dict:
+    """``{model: fit(X, y) -> fitted estimator}`` (module docstring)."""
+    from sklearn.ensemble import RandomForestClassifier
+
+    import jaxtree
+    out = {"PAC-Bayes": lambda X, y: jaxtree.PACBayesTreeClassifier(**pac_options).fit(X, y),
+           "tuned tree": tuned_tree, "HS": hierarchical_shrinkage,
+           "random forest": lambda X, y: RandomForestClassifier(random_state=0).fit(X, y)}
+    if imbalanced_multiclass(name):
+        for split in ("cycle", "spread"):
+            out[f"C1 (KD, {split})"] = (lambda X, y, s=split: jaxtree.PrunedTreeClassifier(
+                split=s).fit(X, y))
+            out[f"KD vote ({split})"] = (lambda X, y, s=split: jaxtree.PACBayesTreeClassifier(
+                partition="kd", split=s, **pac_options).fit(X, y))
+    return out
+
+
+def run(quick: bool, splits: int, pac_options: dict, only=None) -> list[dict]:
+    """One record per (problem, split, model): its test error and fit seconds."""
+    from sklearn.model_selection import train_test_split
+    records = []
+    for name, load in problems(quick).items():
+        if only and not any(part in name for part in only):
+            continue
+        X, y = load()
+        X = np.asarray(X, np.float32)
+        y = np.unique(y, return_inverse=True)[1]
+        for split in range(splits):
+            train, test = train_test_split(np.arange(len(y)), test_size=0.3, random_state=split,
+                                           stratify=y if np.bincount(y).min() >= 2 else None)
+            for model, fit in models(name, pac_options).items():
+                if MODEL_FILTER and model not in MODEL_FILTER:
+                    continue
+                start = time.perf_counter()
+                fitted = fit(X[train], y[train])
+                error = float(np.mean(fitted.predict(X[test]) != y[test]))
+                records.append({"problem": name, "split": split, "model": model,
+                                "error": error, "seconds": time.perf_counter() - start,
+                                "n": len(y), "classes": int(y.max()) + 1})
+            print(name, split, {r["model"]: round(r["error"], 4) for r in records
+                                if r["problem"] == name and r["split"] == split}, flush=True)
+    return records
+
+
+def summary(records: list) -> dict:
+    """Per model: geometric-mean error ratio to the tuned tree, problems at or below it, and
+    the number of problems; plus the KD vote's gap to C1 on the imbalanced 5-class family."""
+    errors = {}
+    for r in records:
+        errors.setdefault(r["problem"], {}).setdefault(r["model"], []).append(r["error"])
+    mean = {p: {m: float(np.mean(v)) for m, v in by.items()} for p, by in errors.items()}
+    out = {}
+    present = {r["model"] for r in records}
+    for model in [m for m in ("PAC-Bayes", "HS", "random forest") if m in present]:
+        ratios = [(e[model] + FLOOR) / (e["tuned tree"] + FLOOR) for e in mean.values()]
+        wins = sum(e[model] <= e["tuned tree"] + 1e-12 for e in mean.values())
+        out[model] = {"geo_mean_ratio": float(np.exp(np.mean(np.log(ratios)))),
+                      "at_or_below_tree": int(wins), "problems": len(ratios)}
+    gaps = {p: {s: e[f"KD vote ({s})"] - e[f"C1 (KD, {s})"] for s in ("cycle", "spread")}
+            for p, e in mean.items() if imbalanced_multiclass(p) and "C1 (KD, cycle)" in e}
+    return {"models": out, "kd_vote_minus_c1": gaps, "mean_errors": mean}
+
+
+def report(records: list, command: str) -> str:
+    s = summary(records)
+    mean = s["mean_errors"]
+    splits = max(r["split"] for r in records) + 1
+    minutes = sum(r["seconds"] for r in records) / 60
+    lines = ["# Benchmark suite: the default PAC-Bayes tree against tuned trees", "",
+             f"`{command}`: {len(mean)} problems × {splits} split(s), {minutes:.0f} min of "
+             "fits on a shared 2-core CPU. Protocol: the docstring of "
+             "`experiments/benchmark_suite.py`. Ratio: geometric mean over problems of "
+             f"(error + {FLOOR}) / (tuned tree's error + {FLOOR}).", "",
+             "| model | geo-mean error ratio to the tuned tree | problems at or below it |",
+             "|---|---|---|"]
+    for model, v in s["models"].items():
+        lines.append(f"| {model} | {v['geo_mean_ratio']:.3f} | {v['at_or_below_tree']} / "
+                     f"{v['problems']} |")
+    if s["kd_vote_minus_c1"]:
+        lines += ["", "Imbalanced 5-class family: KD vote's test error minus C1's on the same "
+                  "T0 (points):", ""]
+        for problem, gap in s["kd_vote_minus_c1"].items():
+            lines.append(f"* {problem}: " + ", ".join(f"{split} {100 * g:+.2f}"
+                                                      for split, g in gap.items()))
+    models = list(next(iter(mean.values())))[:4]
+    lines += ["", "Mean test error per problem:", "",
+              "| problem | n | L | " + " | ".join(models) + " |",
+              "|---|---|---|" + "---|" * len(models)]
+    meta = {r["problem"]: (r["n"], r["classes"]) for r in records}
+    for problem, e in mean.items():
+        lines.append(f"| {problem} | {meta[problem][0]} | {meta[problem][1]} | "
+                     + " | ".join(f"{e[m]:.4f}" for m in models) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--splits", type=int, default=None, help="default 3, 1 with --quick")
+    parser.add_argument("--pac", default="{}", help="JSON of PACBayesTreeClassifier arguments")
+    parser.add_argument("--only", nargs="*", help="problems whose name contains one of these")
+    parser.add_argument("--rule", choices=("interior", "simplest"), default="interior",
+                        help="simplest: the selection's former tie-break (first of least loss, "
+                             "no refit check), for the measurement of docs/theory/selection.md")
+    parser.add_argument("--models", nargs="*", help="only these models (the tuned tree always)")
+    parser.add_argument("--out", default="benchmark_suite", help="results file stem")
+    args = parser.parse_args(argv)
+    splits = args.splits or (1 if args.quick else 3)
+    if args.rule == "simplest":
+        from jaxtree import select
+        select.interior_best = lambda total, shape: select.jnp.argmin(total)
+        select.MAX_REFIT_UNRESOLVED = 1.0
+    if args.models:
+        MODEL_FILTER.update(args.models + ["tuned tree"])
+    records = run(args.quick, splits, json.loads(args.pac), args.only)
+    command = "python -m experiments.benchmark_suite" + (" --quick" if args.quick else "") + \
+        (f" --splits {splits}" if args.splits else "") + \
+        (f" --pac '{args.pac}'" if args.pac != "{}" else "") + \
+        (f" --rule {args.rule}" if args.rule != "interior" else "") + \
+        (f" --models {' '.join(args.models)}" if args.models else "")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / f"{args.out}.json").write_text(json.dumps(records, indent=1))
+    text = report(records, command)
+    (RESULTS / f"{args.out}.md").write_text(text)
+    print(text)
+    print(json.dumps(summary(records)["models"]))
+
+
+if __name__ == "__main__":
+    main()
