@@ -490,7 +490,7 @@ class PACBayesTreeRegressor(TreeRegressorBase):
         >>> y = np.array([0.0, 0.1, 0.0, 0.2, 1.0, 1.1, 0.9, 1.0])
         >>> model = jaxtree.PACBayesTreeRegressor(lam1=4.0, lam2=1.0).fit(X, y)
         >>> print(model.predict(np.array([[1.0], [6.0]])).round(2))
-        [0.08 1.  ]
+        [0.07 0.99]
     """
 
     _votes = staticmethod(pacbayes_regression_votes)
