@@ -35,6 +35,7 @@ from jaxtree.prune import (c1_leaf_cost, holdout_errors, km_pruning, local_test_
 from jaxtree.oblique import (fat, margin_bound, node_margins, oblique_tree, tree_margin_bound,
                              twoing)
 from jaxtree.persist import load
+from jaxtree.regression import PACBayesTreeRegressor, PrunedTreeRegressor
 from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_authors_offsets,
                               pacbayes_authors_potentials, pacbayes_log_weights,
                               pacbayes_offsets, pacbayes_potentials,
@@ -57,7 +58,7 @@ __version__ = "0.1.0"
 __all__ = [
     # estimators (scikit-learn style)
     "PACBayesTreeClassifier", "PrunedTreeClassifier", "HSVoteClassifier", "ObliqueTreeClassifier",
-    "NotFittedError", "load",
+    "PACBayesTreeRegressor", "PrunedTreeRegressor", "NotFittedError", "load",
     # inspecting a fitted model
     "feature_importances", "export_text", "plot_tree",
     # the whole fit as one pure function

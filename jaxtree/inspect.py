@@ -142,18 +142,17 @@ def _split_text(model, node: int, names: Sequence[str], decimals: int) -> tuple[
     return f"{names[d]} <= {value:.{decimals}f}", f"{names[d]} >  {value:.{decimals}f}"
 
 
-def _node_summary(model, node: int, weight: float, decimals: int) -> str:
-    """``n=…, <counts or mean>, P(stop)=w(A)`` of one node."""
+def _node_summary(model, node: int, weight: float, decimals: int) -> list[str]:
+    """``["n=…", "<counts or mean>", "P(stop)=w(A)"]`` of one node."""
     stats = model.stats_
-    if hasattr(stats, "sse"):
+    if hasattr(model, "node_values_"):
         total = float(stats.total[node])
-        value = f"mean={float(stats.mean[node]):.{decimals}f}"
+        value = f"mean={float(model.node_values_[node]):.{decimals}f}"
     else:
         counts = np.asarray(stats.counts[node], np.float64)
         total = counts.sum()
-        shown = [f"{c:g}" for c in counts.round(decimals)]
-        value = f"counts=[{', '.join(shown)}]"
-    return f"n={total:g}, {value}, P(stop)={weight:.{decimals}f}"
+        value = f"counts=[{', '.join(f'{c:g}' for c in counts.round(decimals))}]"
+    return [f"n={total:g}", value, f"P(stop)={weight:.{decimals}f}"]
 
 
 def export_text(model, feature_names: Optional[Sequence[str]] = None, max_depth=None,
@@ -194,7 +193,7 @@ def export_text(model, feature_names: Optional[Sequence[str]] = None, max_depth=
     internal = np.asarray(tree.internal)
     left = np.asarray(tree.left_child)
     weight = node_weights(model)
-    lines = [_node_summary(model, 0, weight[0], decimals)]
+    lines = [", ".join(_node_summary(model, 0, weight[0], decimals))]
 
     def walk(node, depth):
         if not internal[node]:
@@ -206,7 +205,7 @@ def export_text(model, feature_names: Optional[Sequence[str]] = None, max_depth=
         for child, condition in zip((left[node], left[node] + 1),
                                     _split_text(model, node, names, decimals)):
             lines.append(f"{indent}|--- {condition}  "
-                         f"[{_node_summary(model, child, weight[child], decimals)}]")
+                         f"[{', '.join(_node_summary(model, child, weight[child], decimals))}]")
             walk(child, depth + 1)
 
     walk(0, 0)
@@ -279,7 +278,7 @@ def plot_tree(model, ax=None, feature_names: Optional[Sequence[str]] = None, max
     depth = max(d for _, d in positions.values()) + 1
     artists = []
     for node, (x, d) in positions.items():
-        label = _node_summary(model, node, weight[node], decimals).replace(", ", "\n")
+        label = "\n".join(_node_summary(model, node, weight[node], decimals))
         if internal[node]:
             split = _split_text(model, node, names, decimals)[0]
             label = split + ("\n" + label if max_depth is None or d < max_depth
@@ -301,5 +300,5 @@ def plot_tree(model, ax=None, feature_names: Optional[Sequence[str]] = None, max
     ax.set_ylim(0, 1)
     ax.set_axis_off()
     ax.figure.colorbar(ScalarMappable(Normalize(0, 1), colours), ax=ax,
-                       label="P(stop): the probability that the model stops at the node")
+                       label="P(stop)")
     return artists

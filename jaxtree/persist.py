@@ -108,8 +108,9 @@ def load(path):
         True
     """
     from jaxtree.estimators import estimator_classes
+    from jaxtree.regression import REGRESSORS
     document, arrays = _read(path)
-    classes = estimator_classes()
+    classes = {**estimator_classes(), **REGRESSORS}
     name = document.get("estimator")
     if name not in classes:
         raise ValueError(f"{path}: unknown estimator {name!r}; this jaxtree has "
