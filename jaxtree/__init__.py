@@ -24,6 +24,7 @@ from jaxtree.engine import (PruningProcess, best_pruning, best_pruning_and_cost,
                             tree_membership)
 from jaxtree.estimators import ObliqueTreeClassifier, PACBayesTreeClassifier
 from jaxtree.estimators import HSVoteClassifier, PrunedTreeClassifier
+from jaxtree.forest import PACBayesForestClassifier
 from jaxtree.hsvote import hs_log_weights, hs_node_estimates, hs_potentials, hs_vote
 from jaxtree.layout import CompleteLayout
 from jaxtree.prune import (c1_leaf_cost, holdout_errors, km_pruning, local_test_pruning,
@@ -54,6 +55,7 @@ __version__ = "0.1.0"
 __all__ = [
     # estimators (scikit-learn style)
     "PACBayesTreeClassifier", "PrunedTreeClassifier", "HSVoteClassifier", "ObliqueTreeClassifier",
+    "PACBayesForestClassifier",
     "NotFittedError", "load",
     # trees
     "Tree", "route", "leaf_of", "kd_tree", "dyadic_tree", "cart_tree",

@@ -278,9 +278,19 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
                                     jnp.ones((m, X.shape[0]), float_dtype()))
         return np.clip(np.asarray(sums[0]) / m, 0, 1)
 
+    def predict_trees(self, X):
+        """``[m, n]`` every tree's predicted label (from ``classes_``; the argmax of its
+        posterior predictive), the votes that :meth:`certificate` bounds."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=float_dtype())
+        labels = tree_labels(self.trees_, self.stats_, self.node_proba_,
+                             jnp.asarray(self.lam_, float_dtype()), X)
+        return self.classes_[np.asarray(labels)]
+
     def predict(self, X):
         """``[n]`` predicted labels (from ``classes_``)."""
-        return self.classes_[np.argmax(self.predict_proba(X), axis=1)]
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
 
     def certificate(self, delta=0.05, weights="uniform") -> ForestCertificate:
         """Out-of-bag bounds on the risk of the forest's weighted majority vote of the trees'
