@@ -3,6 +3,8 @@
     python -m experiments.forest                           # 7 datasets, 3 splits
     python -m experiments.forest --datasets spam wine --splits 1 --forests rf
     python -m experiments.forest --mvb /path/to/MajorityVoteBounds   # mvb's own forest beside
+    python -m experiments.forest --splits 1 --forests pacbayes pacbayes-all-features rf \
+        --out experiments/results/forest_pacbayes.md               # jaxtree's forest
 
 Per dataset and split r (seed ``seed + r``): 2000 test points and ``min(train_size, 4000)``
 training points (:func:`experiments.datasets.train_size`, capped to keep the pairwise OOB work
@@ -18,8 +20,11 @@ minimise each bound; the ρ-weighted vote's test error is reported beside every 
 RandomForestClassifier (100 trees, ``max_features="sqrt"``, bootstrap, uniform ρ) with its own
 PBkl and TND bounds on the same splits.
 
-A forest maker is ``maker(X, y, seed, n_jobs) -> FittedForest``; register another one (e.g.
-jaxtree's own forest) in :data:`FOREST_MAKERS`.
+A forest maker is ``maker(X, y, seed, n_jobs) -> FittedForest``, registered in
+:data:`FOREST_MAKERS`: scikit-learn's forests (the default run) and jaxtree's
+:class:`jaxtree.forest.PACBayesForestClassifier` (``pacbayes``: default parameters;
+``pacbayes-all-features``: ``max_features=None``), whose ``test err`` and bounds are those of the
+uniform vote of its trees' labels.
 """
 
 from __future__ import annotations
@@ -80,31 +85,24 @@ def sklearn_forest(cls, **params) -> Callable:
     return make
 
 
-def pacbayes_forest(X, y, seed, n_jobs):
-    """jaxtree's :class:`jaxtree.forest.PACBayesForestClassifier` (``n_jobs`` does not apply:
-    JAX uses the machine's cores)."""
-    forest = PACBayesForestClassifier(n_estimators=TREES, random_state=seed).fit(X, y)
-    return FittedForest(lambda Z: np.asarray(forest.predict_trees(Z), np.int64),
-                        forest.oob_mask_, 1 - forest.oob_score_)
+def pacbayes_forest(**params) -> Callable:
+    """A maker for jaxtree's :class:`jaxtree.forest.PACBayesForestClassifier` (``n_jobs`` does
+    not apply: JAX uses the machine's cores, so it is fitted once)."""
 
+    def make(X, y, seed, n_jobs):
+        forest = PACBayesForestClassifier(n_estimators=TREES, random_state=seed,
+                                          **params).fit(X, y)
+        return FittedForest(lambda Z: np.asarray(forest.predict_trees(Z), np.int64),
+                            forest.oob_mask_, 1 - forest.oob_score_)
 
-pacbayes_forest.parallel = False    # fitted once (the same fit at both n_jobs)
+    make.parallel = False
+    return make
 
-
-def pacbayes_forest_all_features(X, y, seed, n_jobs):
-    """The same with ``max_features=None`` (every tree sees every feature)."""
-    forest = PACBayesForestClassifier(n_estimators=TREES, max_features=None,
-                                      random_state=seed).fit(X, y)
-    return FittedForest(lambda Z: np.asarray(forest.predict_trees(Z), np.int64),
-                        forest.oob_mask_, 1 - forest.oob_score_)
-
-
-pacbayes_forest_all_features.parallel = False
 
 #: name -> maker(X, y, seed, n_jobs) -> FittedForest
 FOREST_MAKERS = {
-    "pacbayes": pacbayes_forest,
-    "pacbayes-all-features": pacbayes_forest_all_features,
+    "pacbayes": pacbayes_forest(),
+    "pacbayes-all-features": pacbayes_forest(max_features=None),
     "rf": sklearn_forest(RandomForestClassifier),
     "et": sklearn_forest(ExtraTreesClassifier),
     "et-bootstrap": sklearn_forest(ExtraTreesClassifier, bootstrap=True),

@@ -237,6 +237,7 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         self.stats_, self.node_proba_ = tree_statistics(self.trees_, X, y, weights, num_classes,
                                                         self.smoothing)
         grid = self._grid()
+        self.lambda_settings_ = len(grid) if self.bootstrap else 1
         if self.bootstrap:
             self.oob_mask_ = weights == 0
             sums = grid_predictive_sums(self.trees_, self.stats_, self.node_proba_,
@@ -298,8 +299,14 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         with probability ≥ 1 − ``delta``). ``weights``: ``"uniform"``, ``"first_order"``,
         ``"tandem"``, ``"bound"`` or an ``[m]`` array (:data:`jaxtree.vote_bounds.WEIGHTS`).
 
-        The bounds are on the vote of the trees' hard labels (each tree's argmax), weighted by
-        the certificate's ``rho``; ``predict`` averages probabilities instead, which usually
+        Every tree's T0, node labels and counts come from its bootstrap sample only, so its
+        out-of-bag points are fresh for it — except that the shared λ was chosen among
+        ``lambda_settings_`` settings by out-of-bag error. A union bound over those settings
+        pays for that choice: the bounds are computed at ``delta / lambda_settings_`` and hold
+        with probability ≥ 1 − ``delta`` (the returned ``delta`` field).
+
+        The bounds are on the vote of the trees' hard labels (:meth:`predict_trees`), weighted
+        by the certificate's ``rho``; ``predict`` averages probabilities instead, which usually
         agrees with that vote but is not what is certified.
         """
         check_is_fitted(self)
@@ -308,5 +315,8 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         if isinstance(weights, str) and weights not in WEIGHTS:
             raise ValueError(f"weights must be one of {WEIGHTS} or an [n_estimators] array; "
                              f"got {weights!r}")
-        return forest_certificate(self.oob_mask_, self.oob_predictions_, self._y_encoded,
-                                  delta, weights)
+        if not 0 < delta < 1:
+            raise ValueError(f"delta must be in (0, 1); got {delta!r}")
+        result = forest_certificate(self.oob_mask_, self.oob_predictions_, self._y_encoded,
+                                    delta / self.lambda_settings_, weights)
+        return dataclasses.replace(result, delta=np.float64(delta))

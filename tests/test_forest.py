@@ -59,21 +59,27 @@ def test_forest_equals_a_loop_over_its_trees():
     labels = train.argmax(axis=2)
     np.testing.assert_array_equal(forest.oob_predictions_, labels)
     cert = forest.certificate(delta=0.1)
-    expected = vb.forest_certificate(mask, labels, y, delta=0.1)
+    # λ was chosen out of bag among the grid's settings: a union bound over them
+    assert forest.lambda_settings_ == len(F.LAMBDA_GRID) and cert.delta == 0.1
+    expected = vb.forest_certificate(mask, labels, y, delta=0.1 / len(F.LAMBDA_GRID))
     assert (cert.first_order, cert.tandem) == (expected.first_order, expected.tandem)
     assert forest.certificate(weights="first_order").first_order <= cert.first_order + 1e-12
+    # each tree splits on its own max_features=2 of the 3 features
+    for h in range(5):
+        tree = tree_at(forest.trees_, h)
+        assert len(np.unique(np.asarray(tree.feature)[np.asarray(tree.internal)])) <= 2
+    np.testing.assert_array_equal(forest.predict_trees(X), forest.classes_[labels])
 
 
-def test_each_tree_sees_its_feature_subset_only():
+@pytest.mark.slow
+def test_given_lambdas_and_feature_subsets():
     X, y = data()
     forest = F.PACBayesForestClassifier(n_estimators=6, max_features=1, lam1=4.0, lam2=0.1,
                                         random_state=3).fit(X, y)
-    assert forest.lam_ == (4.0, 0.1)
+    assert forest.lam_ == (4.0, 0.1) and forest.lambda_settings_ == 1
     for h in range(6):
         tree = tree_at(forest.trees_, h)
-        used = np.unique(np.asarray(tree.feature)[np.asarray(tree.internal)])
-        assert len(used) <= 1
-    assert forest.predict(X).shape == (90,)
+        assert len(np.unique(np.asarray(tree.feature)[np.asarray(tree.internal)])) <= 1
 
 
 @pytest.mark.parametrize("kwargs, match", [
@@ -86,6 +92,7 @@ def test_bad_parameters_name_themselves(kwargs, match):
         F.PACBayesForestClassifier(**kwargs).fit(X, y)
 
 
+@pytest.mark.slow
 def test_certificate_needs_bootstrap():
     X, y = data(30)
     forest = F.PACBayesForestClassifier(n_estimators=2, bootstrap=False, random_state=0)
