@@ -236,9 +236,10 @@ def markdown(rows, args) -> str:
         "n = min OOB size of a tree, n₂ = of a pair. *opt FO / opt TND*: ρ minimising that bound, "
         "with the test error of that ρ-weighted vote. `valid`: the better bound is at or above "
         "the vote's test error on every split. jaxtree's forests (`pacbayes*`) chose λ among 20 "
-        "settings by OOB error: their bounds are at δ/20 (a union bound). `et` is scikit-learn's ExtraTrees default "
-        "(no bootstrap, so no OOB data). `mvb-rf`: the authors' `mvb` package's own random "
-        "forest and bounds (uniform ρ) on the same splits, where it was run (`--mvb`).",
+        "settings by OOB error: their bounds are at δ/20 (a union bound). `et` is "
+        "scikit-learn's ExtraTrees default (no bootstrap, so no OOB data). `mvb-rf`: the "
+        "authors' `mvb` package's own random forest and bounds (uniform ρ) on the same "
+        "splits, where it was run (`--mvb`).",
         "",
         "| dataset | forest | n | test err | OOB err | FO | TND | n / n₂ | opt FO (test) "
         "| opt TND (test) | valid | fit 1 job | fit 2 jobs |",
@@ -254,9 +255,12 @@ def markdown(rows, args) -> str:
             f"{_f(r.get('uniform.tandem'))} | "
             + (f"{r['uniform.n_min']:.0f} / {r['uniform.n2_min']:.0f}" if has else "—")
             + f" | {opt('first_order', 'first_order')} | {opt('tandem', 'tandem')} | "
-            f"{('yes' if all(r.get(f'{w}.valid', True) for w in WEIGHTS) else 'NO') if has else '—'}"
-            f" | {_f(r['fit_s_jobs1'], 2)} | {_f(r['fit_s_jobs2'], 2)} |")
+            f"{_valid(r) if has else '—'} | {_f(r['fit_s_jobs1'], 2)} | {_f(r['fit_s_jobs2'], 2)} |")
     return "\n".join(lines) + "\n"
+
+
+def _valid(row) -> str:
+    return "yes" if all(row.get(f"{w}.valid", True) for w in WEIGHTS) else "NO"
 
 
 def main(argv=None):
