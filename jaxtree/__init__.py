@@ -27,6 +27,7 @@ from jaxtree.fitting import FittedTree, fit, predict_proba
 from jaxtree.estimators import ObliqueTreeClassifier, PACBayesTreeClassifier
 from jaxtree.estimators import HSVoteClassifier, PrunedTreeClassifier
 from jaxtree.inspect import export_text, feature_importances, plot_tree
+from jaxtree.forest import PACBayesForestClassifier
 from jaxtree.hsvote import hs_log_weights, hs_node_estimates, hs_potentials, hs_vote
 from jaxtree.layout import CompleteLayout
 from jaxtree.prune import (c1_leaf_cost, holdout_errors, km_pruning, local_test_pruning,
@@ -58,6 +59,7 @@ __version__ = "0.1.0"
 __all__ = [
     # estimators (scikit-learn style)
     "PACBayesTreeClassifier", "PrunedTreeClassifier", "HSVoteClassifier", "ObliqueTreeClassifier",
+    "PACBayesForestClassifier",
     "PACBayesTreeRegressor", "PrunedTreeRegressor", "NotFittedError", "load",
     # inspecting a fitted model
     "feature_importances", "export_text", "plot_tree",

@@ -225,7 +225,7 @@ MVB_VALUES = {
 }
 
 
-@pytest.mark.parametrize("case", MVB_CASES)
+@pytest.mark.parametrize("case", [MVB_CASES[0], pytest.param(MVB_CASES[1], marks=pytest.mark.slow)])
 def test_against_mvb(case):
     pb, tnd, pb_opt, tnd_opt = MVB_VALUES[case]
     mask, pred, y = random_problem(*case)

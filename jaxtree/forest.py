@@ -1,0 +1,322 @@
+"""A forest of PAC-Bayes trees with out-of-bag certificates.
+
+Each of the ``n_estimators`` trees is a PAC-Bayes vote over the prunings of its own T0
+(:class:`jaxtree.PACBayesTreeClassifier`'s model), grown on a bootstrap sample of the training
+set given as integer sample weights. The trees' T0 are padded to one compact shape
+(:func:`jaxtree.compact.pad_compact`) and stacked, so the statistics, the posterior weights and
+the predictions of all trees are one ``vmap`` (scanned over chunks of trees to bound memory).
+The λ's are shared by all trees and chosen by the forest's out-of-bag error on a small grid (no
+inner cross-validation). :meth:`PACBayesForestClassifier.certificate` gives the out-of-bag
+first-order and tandem bounds on the majority vote's risk (:mod:`jaxtree.vote_bounds`,
+docs/theory/forest.md).
+
+Growing T0 is isolated in :func:`grow_trees` (the only Python loop over trees); it builds CART
+trees with :func:`jaxtree.cart_tree` on the bootstrap rows. That builder draws no random feature
+subset per node, so ``max_features`` here draws one subset per *tree* (a random subspace) until a
+builder with per-node subsets takes :func:`grow_trees`'s place.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from typing import Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from sklearn.base import BaseEstimator, ClassifierMixin
+from sklearn.utils.multiclass import check_classification_targets
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from jaxtree.cart import cart_tree
+from jaxtree.compact import pad_compact
+from jaxtree.pacbayes import pacbayes_log_weights, predictive_from_paths
+from jaxtree.select import LOG_GRID
+from jaxtree.stats import DEFAULT_SMOOTHING, class_frequencies, node_stats
+from jaxtree.tree import Tree, route
+from jaxtree.validation import float_dtype
+from jaxtree.vote_bounds import WEIGHTS, ForestCertificate, forest_certificate
+
+#: The (λ1, λ2) grid searched by out-of-bag error: every other value of the paper's λ1 grid,
+#: every third of its λ2 grid.
+LAMBDA_GRID = tuple((float(a), float(b)) for a in LOG_GRID[1::2] for b in LOG_GRID[::3])
+#: Trees per step of the scan over trees (memory: chunk · grid · n · levels · L floats).
+TREE_CHUNK = 4
+
+
+def _num_features(max_features, dims: int) -> int:
+    if max_features is None:
+        return dims
+    if max_features == "sqrt":
+        return max(1, int(math.sqrt(dims)))
+    if max_features == "log2":
+        return max(1, int(math.log2(dims)))
+    if isinstance(max_features, (int, np.integer)) and not isinstance(max_features, bool) \
+            and 1 <= max_features:
+        return min(int(max_features), dims)
+    if isinstance(max_features, float) and 0 < max_features <= 1:
+        return max(1, int(max_features * dims))
+    raise ValueError(f"max_features must be 'sqrt', 'log2', None, an int >= 1 or a float in "
+                     f"(0, 1]; got {max_features!r}")
+
+
+def draw_samples(n: int, n_estimators: int, bootstrap: bool, rng) -> np.ndarray:
+    """``[m, n]`` int32 sample weights: bootstrap multiplicities (n draws with replacement)
+    or all ones."""
+    if not bootstrap:
+        return np.ones((n_estimators, n), np.int32)
+    draws = rng.integers(0, n, size=(n_estimators, n))
+    return np.stack([np.bincount(d, minlength=n) for d in draws]).astype(np.int32)
+
+
+def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: int,
+               max_depth: Optional[int], min_split: int, rng) -> Tree:
+    """T0 of every tree, padded to one compact shape and stacked (leading axis ``m``).
+
+    Args:
+      X: ``[n, D]`` float. y: ``[n]`` int labels ``0..L-1``.
+      weights: ``[m, n]`` int sample weights (a tree's CART sees row i ``weights[h, i]`` times).
+      max_features: features per tree (a random subset, see the module docstring).
+      max_depth, min_split: :func:`jaxtree.cart_tree`'s.
+      rng: ``numpy.random.Generator``.
+    """
+    dims = X.shape[1]
+    trees = []
+    for w in weights:
+        rows = np.repeat(np.arange(len(y)), w)
+        features = np.sort(rng.choice(dims, max_features, replace=False))
+        tree = cart_tree(X[np.ix_(rows, features)], y[rows], max_depth=max_depth,
+                         min_split=min_split, layout="compact",
+                         random_state=int(rng.integers(2 ** 31)))
+        trees.append(_on_all_features(tree, features, dims))
+    levels = max(t.layout.num_levels for t in trees)
+    width = max(t.layout.width for t in trees)
+    padded = [pad_compact(t, levels, width) for t in trees]
+    return jax.tree.map(lambda *a: jnp.stack(a), *padded)
+
+
+def _on_all_features(tree: Tree, features: np.ndarray, dims: int) -> Tree:
+    """A tree grown on the columns ``features`` of X, as a tree on all ``dims`` columns."""
+    feature = jnp.asarray(features, jnp.int32)[tree.feature]
+    dtype = tree.shift.dtype
+    return dataclasses.replace(tree, feature=feature, shift=jnp.zeros(dims, dtype),
+                               inv_scale=jnp.ones(dims, dtype))
+
+
+def tree_statistics(trees: Tree, X, y, weights, num_classes: int, smoothing):
+    """Stacked node statistics and smoothed class frequencies of the trees (one ``vmap``)."""
+    def one(tree, w):
+        stats = node_stats(tree, X, y, num_classes, sample_weight=w)
+        return stats, class_frequencies(tree, stats.counts, smoothing)
+    return jax.vmap(one)(trees, jnp.asarray(weights, float_dtype()))
+
+
+@functools.partial(jax.jit, static_argnames=("chunk",))
+def grid_predictive_sums(trees, stats, node_proba, lams, X, tree_weight, chunk=TREE_CHUNK):
+    """``[G, n, L]`` ``Σ_h tree_weight[h, i] · p_h(· | x_i; λ_g)``: the trees' posterior
+    predictives at each of the G settings ``lams`` ``[G, 2]``, summed with per-point weights
+    ``tree_weight`` ``[m, n]`` (e.g. the out-of-bag mask), scanned over chunks of trees."""
+    m = tree_weight.shape[0]
+    steps = -(-m // chunk)
+    pad = steps * chunk - m
+
+    def split(x):
+        x = jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) if pad else x
+        return x.reshape((steps, chunk) + x.shape[1:])
+
+    weight = jnp.concatenate([tree_weight, jnp.zeros((pad,) + tree_weight.shape[1:],
+                                                     tree_weight.dtype)]) if pad else tree_weight
+    xs = jax.tree.map(split, (trees, stats, node_proba)) + (weight.reshape(
+        (steps, chunk) + weight.shape[1:]),)
+
+    def per_tree(tree, stat, proba, w):
+        path, on_path = route(tree, X)
+        def at(lam):
+            log_w = pacbayes_log_weights(tree, stat, lam[0], lam[1])
+            return predictive_from_paths(path, on_path, proba, log_w)
+        return jax.vmap(at)(lams) * w[None, :, None]
+
+    def step(total, chunk_xs):
+        return total + jnp.sum(jax.vmap(per_tree)(*chunk_xs), axis=0), None
+
+    init = jnp.zeros((lams.shape[0], X.shape[0], node_proba.shape[-1]), float_dtype())
+    total, _ = jax.lax.scan(step, init, xs)
+    return total
+
+
+@jax.jit
+def tree_labels(trees, stats, node_proba, lam, X):
+    """``[m, n]`` every tree's predicted label (argmax of its posterior predictive) at λ."""
+    def one(tree, stat, proba):
+        path, on_path = route(tree, X)
+        log_w = pacbayes_log_weights(tree, stat, lam[0], lam[1])
+        return jnp.argmax(predictive_from_paths(path, on_path, proba, log_w), axis=1)
+    return jax.lax.map(lambda a: one(*a), (trees, stats, node_proba))
+
+
+class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
+    """A bagged forest of PAC-Bayes trees with out-of-bag bounds on its majority vote.
+
+    Args:
+      n_estimators: number of trees m.
+      max_features: features each tree may split on: ``"sqrt"`` (default), ``"log2"``, None
+        (all), an int or a fraction; one random subset per tree (module docstring).
+      bootstrap: grow each tree on a bootstrap sample (needed for out-of-bag estimates and the
+        certificate); False grows every tree on all points.
+      partition: ``"cart"`` (the only one so far).
+      max_depth, min_split: of each T0 (:func:`jaxtree.cart_tree`).
+      smoothing: Dirichlet pseudo-count of the node class frequencies.
+      lam1, lam2: the PAC-Bayes λ's shared by all trees; None (default): both chosen by the
+        forest's out-of-bag error over :data:`LAMBDA_GRID` (with ``bootstrap=False``, λ's left
+        at None take the grid's middle values).
+      random_state: seed of the bootstrap samples, feature subsets and tie-breaking.
+
+    ``predict_proba`` is the mean of the trees' posterior predictives. Fitted attributes:
+    ``classes_``, ``n_features_in_``, ``trees_`` (the stacked T0, leading axis m),
+    ``stats_``, ``node_proba_``, ``lam_`` (the λ1, λ2 used), ``sample_weights_`` ``[m, n]``
+    (bootstrap multiplicities), and with ``bootstrap``: ``oob_mask_`` ``[m, n]``,
+    ``oob_predictions_`` ``[m, n]`` (each tree's encoded label for each training point),
+    ``oob_decision_function_`` ``[n, L]`` (mean predictive of the trees for which the point is
+    out of bag; NaN for a point in every sample), ``oob_score_`` (accuracy of its argmax).
+
+    Example:
+        >>> import numpy as np
+        >>> import jaxtree
+        >>> rng = np.random.default_rng(0)
+        >>> X = rng.normal(size=(300, 4))
+        >>> y = (X[:, 0] + X[:, 1] > 0).astype(int)
+        >>> forest = jaxtree.PACBayesForestClassifier(n_estimators=10, random_state=0).fit(X, y)
+        >>> forest.score(X, y) > 0.9, 0 < forest.oob_score_ <= 1
+        (True, True)
+        >>> c = forest.certificate()
+        >>> bool(c.first_order >= 2 * c.gibbs_risk), bool(0 < c.tandem <= 1)
+        (True, True)
+    """
+
+    def __init__(self, n_estimators=100, max_features="sqrt", bootstrap=True, partition="cart",
+                 max_depth=None, min_split=2, smoothing=DEFAULT_SMOOTHING, lam1=None, lam2=None,
+                 random_state=None):
+        self.n_estimators = n_estimators
+        self.max_features = max_features
+        self.bootstrap = bootstrap
+        self.partition = partition
+        self.max_depth = max_depth
+        self.min_split = min_split
+        self.smoothing = smoothing
+        self.lam1 = lam1
+        self.lam2 = lam2
+        self.random_state = random_state
+
+    def _check_params(self, dims):
+        if not isinstance(self.n_estimators, (int, np.integer)) or self.n_estimators < 1:
+            raise ValueError(f"n_estimators must be an int >= 1; got {self.n_estimators!r}")
+        if self.partition != "cart":
+            raise ValueError(f"partition must be 'cart' (the only one so far); got "
+                             f"{self.partition!r}")
+        for name in ("lam1", "lam2"):
+            value = getattr(self, name)
+            if value is not None and not (isinstance(value, (int, float, np.number))
+                                          and value > 0):
+                raise ValueError(f"{name} must be None (chosen out of bag) or > 0; got {value!r}")
+        return _num_features(self.max_features, dims)
+
+    def fit(self, X, y):
+        """Grow the trees on bootstrap samples of ``X`` ``[n, D]``, ``y`` ``[n]``; choose λ
+        out of bag. Returns self."""
+        X, y = validate_data(self, X, y, dtype=float_dtype(), ensure_min_samples=2)
+        check_classification_targets(y)
+        features = self._check_params(X.shape[1])
+        self.classes_, y = np.unique(y, return_inverse=True)
+        num_classes = len(self.classes_)
+        rng = np.random.default_rng(self.random_state)
+        weights = draw_samples(len(y), int(self.n_estimators), self.bootstrap, rng)
+        self.sample_weights_ = weights
+        self.trees_ = grow_trees(X, y, weights, features, self.max_depth, self.min_split, rng)
+        self.stats_, self.node_proba_ = tree_statistics(self.trees_, X, y, weights, num_classes,
+                                                        self.smoothing)
+        grid = self._grid()
+        self.lambda_settings_ = len(grid) if self.bootstrap else 1
+        if self.bootstrap:
+            self.oob_mask_ = weights == 0
+            sums = grid_predictive_sums(self.trees_, self.stats_, self.node_proba_,
+                                        jnp.asarray(grid, float_dtype()), X,
+                                        jnp.asarray(self.oob_mask_, float_dtype()))
+            votes = np.asarray(sums)
+            covered = self.oob_mask_.any(axis=0)
+            errors = [np.mean(np.argmax(v[covered], axis=1) != y[covered]) for v in votes]
+            best = int(np.argmin(errors))
+            self.lam_ = grid[best]
+            with np.errstate(invalid="ignore", divide="ignore"):
+                self.oob_decision_function_ = votes[best] / votes[best].sum(axis=1,
+                                                                            keepdims=True)
+            self.oob_score_ = float(1 - errors[best])
+        else:
+            self.lam_ = grid[len(grid) // 2]
+        self._y_encoded = y
+        if self.bootstrap:
+            self.oob_predictions_ = np.asarray(tree_labels(
+                self.trees_, self.stats_, self.node_proba_, jnp.asarray(self.lam_, float_dtype()),
+                X))
+        return self
+
+    def _grid(self):
+        """The (λ1, λ2) settings to choose from: the given ones, or the grid."""
+        if self.lam1 is not None and self.lam2 is not None:
+            return [(float(self.lam1), float(self.lam2))]
+        grid = [(a if self.lam1 is None else float(self.lam1),
+                 b if self.lam2 is None else float(self.lam2)) for a, b in LAMBDA_GRID]
+        return list(dict.fromkeys(grid))
+
+    def predict_proba(self, X):
+        """``[n, L]`` the mean of the trees' posterior predictives."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=float_dtype())
+        m = self.sample_weights_.shape[0]
+        sums = grid_predictive_sums(self.trees_, self.stats_, self.node_proba_,
+                                    jnp.asarray([self.lam_], float_dtype()), X,
+                                    jnp.ones((m, X.shape[0]), float_dtype()))
+        return np.clip(np.asarray(sums[0]) / m, 0, 1)
+
+    def predict_trees(self, X):
+        """``[m, n]`` every tree's predicted label (from ``classes_``; the argmax of its
+        posterior predictive), the votes that :meth:`certificate` bounds."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=float_dtype())
+        labels = tree_labels(self.trees_, self.stats_, self.node_proba_,
+                             jnp.asarray(self.lam_, float_dtype()), X)
+        return self.classes_[np.asarray(labels)]
+
+    def predict(self, X):
+        """``[n]`` predicted labels (from ``classes_``)."""
+        proba = self.predict_proba(X)
+        return self.classes_[np.argmax(proba, axis=1)]
+
+    def certificate(self, delta=0.05, weights="uniform") -> ForestCertificate:
+        """Out-of-bag bounds on the risk of the forest's weighted majority vote of the trees'
+        labels (:func:`jaxtree.vote_bounds.forest_certificate`: first order and tandem, each
+        with probability ≥ 1 − ``delta``). ``weights``: ``"uniform"``, ``"first_order"``,
+        ``"tandem"``, ``"bound"`` or an ``[m]`` array (:data:`jaxtree.vote_bounds.WEIGHTS`).
+
+        Every tree's T0, node labels and counts come from its bootstrap sample only, so its
+        out-of-bag points are fresh for it — except that the shared λ was chosen among
+        ``lambda_settings_`` settings by out-of-bag error. A union bound over those settings
+        pays for that choice: the bounds are computed at ``delta / lambda_settings_`` and hold
+        with probability ≥ 1 − ``delta`` (the returned ``delta`` field).
+
+        The bounds are on the vote of the trees' hard labels (:meth:`predict_trees`), weighted
+        by the certificate's ``rho``; ``predict`` averages probabilities instead, which usually
+        agrees with that vote but is not what is certified.
+        """
+        check_is_fitted(self)
+        if not self.bootstrap:
+            raise ValueError("certificate() needs out-of-bag points: fit with bootstrap=True")
+        if isinstance(weights, str) and weights not in WEIGHTS:
+            raise ValueError(f"weights must be one of {WEIGHTS} or an [n_estimators] array; "
+                             f"got {weights!r}")
+        if not 0 < delta < 1:
+            raise ValueError(f"delta must be in (0, 1); got {delta!r}")
+        result = forest_certificate(self.oob_mask_, self.oob_predictions_, self._y_encoded,
+                                    delta / self.lambda_settings_, weights)
+        return dataclasses.replace(result, delta=np.float64(delta))

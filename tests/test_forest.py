@@ -1,0 +1,107 @@
+"""PACBayesForestClassifier: the stacked, vmapped and chunked forest against a plain loop over
+its trees with the one-tree functional API, its out-of-bag attributes and its certificate."""
+
+import jax
+import numpy as np
+import pytest
+
+import jaxtree
+from jaxtree import forest as F
+from jaxtree import vote_bounds as vb
+
+
+def data(n=90, seed=0):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, 3)).astype(np.float32)
+    y = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(int) + (X[:, 2] > 1).astype(int)
+    return X, y
+
+
+def tree_at(trees, h):
+    return jax.tree.map(lambda a: a[h], trees)
+
+
+def loop_predictives(forest, X_fit, y_fit, X):
+    """[m, n, L] each tree's posterior predictive, one tree at a time (public one-tree API)."""
+    out = []
+    for h, w in enumerate(forest.sample_weights_):
+        tree = tree_at(forest.trees_, h)
+        stats = jaxtree.node_stats(tree, X_fit, y_fit, len(forest.classes_), sample_weight=w)
+        proba = jaxtree.class_frequencies(tree, stats.counts, forest.smoothing)
+        log_w = jaxtree.pacbayes_log_weights(tree, stats, *forest.lam_)
+        out.append(np.asarray(jaxtree.posterior_predictive(tree, proba, log_w, X)))
+    return np.stack(out)
+
+
+def test_forest_equals_a_loop_over_its_trees():
+    X, y = data()
+    X_test, _ = data(40, seed=1)
+    forest = F.PACBayesForestClassifier(n_estimators=5, max_features=2, random_state=0)
+    forest.fit(X, np.array(["a", "b", "c"])[y])       # labels of any kind, encoded
+    assert forest.classes_.tolist() == ["a", "b", "c"]
+    w = forest.sample_weights_
+    assert w.shape == (5, 90) and (w.sum(axis=1) == 90).all()
+    np.testing.assert_array_equal(forest.oob_mask_, w == 0)
+    assert forest.lam_ in F.LAMBDA_GRID
+    # predict_proba: the mean of the trees' predictives (5 trees: one padded chunk of 4 + 1)
+    per_tree = loop_predictives(forest, X, y, X_test)
+    np.testing.assert_allclose(forest.predict_proba(X_test), per_tree.mean(axis=0), atol=1e-5)
+    # out of bag: the mean over the trees that did not see the point
+    train = loop_predictives(forest, X, y, X)
+    mask = forest.oob_mask_
+    covered = mask.any(axis=0)
+    oob = np.einsum("mn,mnl->nl", mask, train)[covered]
+    oob /= oob.sum(axis=1, keepdims=True)
+    np.testing.assert_allclose(forest.oob_decision_function_[covered], oob, atol=1e-5)
+    assert np.isnan(forest.oob_decision_function_[~covered]).all()
+    np.testing.assert_allclose(forest.oob_score_, np.mean(oob.argmax(1) == y[covered]))
+    # the certificate is that of the trees' own labels on their OOB points
+    labels = train.argmax(axis=2)
+    np.testing.assert_array_equal(forest.oob_predictions_, labels)
+    cert = forest.certificate(delta=0.1)
+    # λ was chosen out of bag among the grid's settings: a union bound over them
+    assert forest.lambda_settings_ == len(F.LAMBDA_GRID) and cert.delta == 0.1
+    expected = vb.forest_certificate(mask, labels, y, delta=0.1 / len(F.LAMBDA_GRID))
+    assert (cert.first_order, cert.tandem) == (expected.first_order, expected.tandem)
+    assert forest.certificate(weights="first_order").first_order <= cert.first_order + 1e-12
+    # each tree splits on its own max_features=2 of the 3 features
+    for h in range(5):
+        tree = tree_at(forest.trees_, h)
+        assert len(np.unique(np.asarray(tree.feature)[np.asarray(tree.internal)])) <= 2
+    np.testing.assert_array_equal(forest.predict_trees(X), forest.classes_[labels])
+
+
+@pytest.mark.slow
+def test_given_lambdas_and_feature_subsets():
+    X, y = data()
+    forest = F.PACBayesForestClassifier(n_estimators=6, max_features=1, lam1=4.0, lam2=0.1,
+                                        random_state=3).fit(X, y)
+    assert forest.lam_ == (4.0, 0.1) and forest.lambda_settings_ == 1
+    for h in range(6):
+        tree = tree_at(forest.trees_, h)
+        assert len(np.unique(np.asarray(tree.feature)[np.asarray(tree.internal)])) <= 1
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    (dict(n_estimators=0), "n_estimators"), (dict(max_features="all"), "max_features"),
+    (dict(partition="kd"), "partition"), (dict(lam1=-1.0), "lam1"),
+])
+def test_bad_parameters_name_themselves(kwargs, match):
+    X, y = data(30)
+    with pytest.raises(ValueError, match=match):
+        F.PACBayesForestClassifier(**kwargs).fit(X, y)
+
+
+@pytest.mark.slow
+def test_certificate_needs_bootstrap():
+    X, y = data(30)
+    forest = F.PACBayesForestClassifier(n_estimators=2, bootstrap=False, random_state=0)
+    with pytest.raises(ValueError, match="bootstrap=True"):
+        forest.fit(X, y).certificate()
+    assert forest.lam_ in F.LAMBDA_GRID
+
+
+@pytest.mark.slow
+def test_check_estimator():
+    from sklearn.utils.estimator_checks import check_estimator
+    check_estimator(F.PACBayesForestClassifier(n_estimators=3))
