@@ -427,13 +427,16 @@ class PACBayesTreeClassifier(TreeClassifierBase):
     """PAC-Bayes tree (Nguyen & Kpotufe 2018): the posterior-weighted vote over every pruning of T0.
 
     Args:
-      partition: ``"cart"`` (default: a label-aware T0, greedy Gini splits grown to purity,
-        :func:`jaxtree.cart_tree`; its λ's are selected on trees grown per fold, see
+      partition: ``"cart"`` (default: a label-aware T0, greedy Gini splits over ``bins``
+        quantile bins per feature, grown inside the compiled fit by :func:`jaxtree.grow_tree`
+        down to ``2·ceil(log2 n)`` levels — the same tree as
+        ``jaxtree.cart_tree(X, y, bins=bins)``; its λ's are selected on trees grown per fold, see
         ``cv_trees``), ``"kd"`` or ``"dyadic"`` (the paper's label-blind trees,
         docs/theory/trees.md). The default is measured: on the seven Table 2 datasets a
         CART T0 gave a test error no higher than a KD tree with either split rule, and less
         than half the better KD tree's on spam and epileptic (README, "Defaults").
-      max_depth: depth of T0; None for :func:`default_depth`.
+      max_depth: depth of T0; None for :func:`jaxtree.fitting.default_max_depth` of the
+        sample's total weight.
       min_split: nodes with fewer training points are not split.
       split: ``"spread"`` (default: the coordinate of widest interquartile range) or ``"cycle"``
         (coordinate ``depth mod D``, the paper's rule: on digit it never splits past the first
@@ -572,6 +575,9 @@ class PACBayesTreeClassifier(TreeClassifierBase):
     def _check_params(self):
         _check_proba_options(self.proba, self.smoothing)
         select.check_scoring(self.scoring)
+        if self.tune not in ("auto", "grid", "gradient", "bound", None):
+            raise ValueError(f"tune must be 'auto', 'grid', 'gradient', 'bound' or None; "
+                             f"got {self.tune!r}")
         if self.tune == "gradient" and self.scoring != "accuracy":
             raise ValueError(f"scoring={self.scoring!r} selects on the grid (tune='auto' or "
                              f"'grid'); tune='gradient' descends the vote's log-loss")

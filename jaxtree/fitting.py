@@ -175,6 +175,17 @@ def fold_weights(X: Array, y: Array, weight: Array, key: Array, folds: int) -> A
     return jnp.where(fold_of[None, :] == jnp.arange(folds)[:, None], weight[None, :], 0.0)
 
 
+def train_masks(X, y, folds: int, random_state: int = 0, weight=None) -> np.ndarray:
+    """``[folds, n]`` bool, True in fold f's training part: the folds that :func:`fit` and the
+    estimators (``random_state``) deal, in the form :func:`jaxtree.prepare_folds` takes —
+    to reproduce their CV with the functional API. ``X`` is taken in float32 (the estimators'
+    dtype) for the rows' hash."""
+    X = jnp.asarray(X, jnp.float32)
+    weight = jnp.ones(X.shape[0]) if weight is None else jnp.asarray(weight)
+    key = fit_keys(jax.random.PRNGKey(random_state))[1]
+    return ~(np.asarray(fold_weights(X, jnp.asarray(y), weight, key, folds)) > 0)
+
+
 def holdout_weights(X: Array, y: Array, weight: Array, key: Array, fraction: float) -> Array:
     """``[2, n]`` weights of a split of the distinct rows: ``[0]`` the share ``fraction`` of them
     (S0), ``[1]`` the others; each row keeps its weight on its side."""

@@ -38,14 +38,17 @@ import numpy as np
 from sklearn.utils.validation import check_is_fitted
 
 from jaxtree.compact import CompactLayout
+from jaxtree.fitting import FittedTree
 from jaxtree.layout import CompleteLayout
+from jaxtree.select import GridSearchResult
 from jaxtree.stats import NodeStats
 from jaxtree.tree import Tree
 
 FORMAT = "jaxtree-model"
 FORMAT_VERSION = 1
 DOCUMENT_KEY = "__jaxtree__"
-DATACLASSES = {cls.__name__: cls for cls in (Tree, NodeStats, CompleteLayout, CompactLayout)}
+DATACLASSES = {cls.__name__: cls for cls in (Tree, NodeStats, CompleteLayout, CompactLayout,
+                                             FittedTree, GridSearchResult)}
 
 
 def save(model, path) -> None:

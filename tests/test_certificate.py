@@ -10,7 +10,7 @@ import pytest
 
 import jaxtree
 from jaxtree import certificate as cert
-from jaxtree import shapes
+from jaxtree import fitting, shapes
 from jaxtree.engine import local_offsets
 from test_engine import prunings, random_potentials, tolerance, trees_for_tests
 
@@ -156,11 +156,18 @@ def test_certified_fit_splits_the_sample(certified_problem):
     model = jaxtree.PACBayesTreeClassifier(partition="kd", split="cycle", max_depth=4, lam1=2.0,
                                            lam2=0.5, certify=0.4, proba="majority",
                                            random_state=1).fit(X, y)
-    order = np.random.default_rng(1).permutation(len(y))
-    prior_rows, rows = np.sort(order[:140]), np.sort(order[140:])
-    tree = shapes.pad_tree(jaxtree.kd_tree(X[prior_rows], max_depth=4, y=y[prior_rows]), len(y))
-    np.testing.assert_array_equal(np.asarray(model.tree_.threshold), np.asarray(tree.threshold))
-    assert float(model.prior_stats_.num_samples) == 140
+    # S0: the share 0.4 of the distinct rows, dealt by the hold-out key of random_state=1
+    key = jax.random.fold_in(jax.random.PRNGKey(1), 1)
+    prior, _ = np.asarray(fitting.holdout_weights(X.astype(np.float32), y, np.ones(len(y)),
+                                                  key, 0.4))
+    prior_rows, rows = np.flatnonzero(prior), np.flatnonzero(prior == 0)
+    assert len(prior_rows) == round(0.4 * len(y))
+    tree = jaxtree.kd_tree(X[prior_rows], max_depth=4, y=y[prior_rows])
+    internal = np.asarray(model.tree_.internal)
+    np.testing.assert_allclose(np.sort(np.asarray(model.tree_.threshold)[internal]),
+                               np.sort(np.asarray(tree.threshold)[np.asarray(tree.internal)]),
+                               rtol=1e-6)
+    assert float(model.prior_stats_.num_samples) == len(prior_rows)
     assert float(model.stats_.num_samples) == len(rows)
     np.testing.assert_array_equal(np.asarray(model.stats_.label),
                                   np.asarray(model.prior_stats_.label))

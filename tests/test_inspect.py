@@ -14,24 +14,25 @@ from tests.small_models import small_data, small_estimators
 matplotlib.use("Agg")
 
 
-def prunings(internal, node=0):
-    """Every pruning of the heap subtree at ``node``: a list of ``(leaves, splits)``."""
+def prunings(internal, left, node=0):
+    """Every pruning of the subtree at ``node`` (children ``left[node]`` and ``left[node] + 1``):
+    a list of ``(leaves, splits)``."""
     result = [((node,), ())]
     if internal[node]:
-        for (ll, ls), (rl, rs) in itertools.product(prunings(internal, 2 * node + 1),
-                                                    prunings(internal, 2 * node + 2)):
+        for (ll, ls), (rl, rs) in itertools.product(prunings(internal, left, left[node]),
+                                                    prunings(internal, left, left[node] + 1)):
             result.append((ll + rl, (node,) + ls + rs))
     return result
 
 
-def gini_decrease(counts, internal):
-    """``N_A·G(A) − N_L·G(L) − N_R·G(R)`` per heap node, from the counts, in plain NumPy."""
+def gini_decrease(counts, internal, left):
+    """``N_A·G(A) − N_L·G(L) − N_R·G(R)`` per node, from the counts, in plain NumPy."""
     counts = np.asarray(counts, np.float64)
     total = counts.sum(axis=1)
     impurity = total - (counts ** 2).sum(axis=1) / np.where(total > 0, total, 1)
     out = np.zeros(len(total))
     for a in np.flatnonzero(internal):
-        out[a] = impurity[a] - impurity[2 * a + 1] - impurity[2 * a + 2]
+        out[a] = impurity[a] - impurity[left[a]] - impurity[left[a] + 1]
     return out
 
 
@@ -40,14 +41,15 @@ def brute_importances(model):
     internal = np.asarray(model.tree_.internal)
     phi = np.asarray(jaxtree.pacbayes_potentials(model.stats_, model.lam1, model.lam2),
                      np.float64)
-    all_prunings = prunings(internal)
+    left = np.asarray(model.tree_.left_child)
+    all_prunings = prunings(internal, left)
     log_q = np.array([phi[list(leaves)].sum() for leaves, _ in all_prunings])
     q = np.exp(log_q - log_q.max())
     q /= q.sum()
     p_split = np.zeros(len(internal))
     for prob, (_, splits) in zip(q, all_prunings):
         p_split[list(splits)] += prob
-    decrease = gini_decrease(model.stats_.counts, internal)
+    decrease = gini_decrease(model.stats_.counts, internal, left)
     importance = np.bincount(np.asarray(model.tree_.feature), weights=p_split * decrease,
                              minlength=model.n_features_in_)
     return p_split, importance / importance.sum()
@@ -57,37 +59,39 @@ def brute_importances(model):
 def test_pacbayes_importances_equal_brute_force_over_prunings(lam1, lam2):
     X, y = small_data(n=40, dims=3, seed=1)
     model = jaxtree.PACBayesTreeClassifier(partition="kd", split="cycle", max_depth=3,
-                                           layout="complete", lam1=lam1, lam2=lam2).fit(X, y)
+                                           lam1=lam1, lam2=lam2).fit(X, y)
     p_split, expected = brute_importances(model)
-    assert len(prunings(np.asarray(model.tree_.internal))) > 5   # a tree worth enumerating
+    assert len(prunings(np.asarray(model.tree_.internal),
+                        np.asarray(model.tree_.left_child))) > 5   # a tree worth enumerating
     np.testing.assert_allclose(split_probability(model), p_split, atol=1e-5)
     np.testing.assert_allclose(model.feature_importances_, expected, atol=1e-5)
 
 
 def test_impurity_decrease_is_the_gini_decrease_of_the_counts():
     X, y = small_data(n=40, dims=3, seed=2)
-    model = jaxtree.PACBayesTreeClassifier(partition="kd", max_depth=3, layout="complete",
+    model = jaxtree.PACBayesTreeClassifier(partition="kd", max_depth=3,
                                            lam1=1.0, lam2=1.0).fit(X, y)
     np.testing.assert_allclose(impurity_decrease(model),
-                               gini_decrease(model.stats_.counts, model.tree_.internal),
+                               gini_decrease(model.stats_.counts, model.tree_.internal,
+                                             np.asarray(model.tree_.left_child)),
                                atol=1e-4)
 
 
 def test_a_pruning_uses_exactly_its_internal_nodes():
     X, y = small_data(n=40, dims=3, seed=3)
     model = jaxtree.PrunedTreeClassifier(max_depth=3, lam=0.5).fit(X, y)
-    assert isinstance(model.tree_.layout, jaxtree.CompleteLayout)
     internal = np.asarray(model.tree_.internal)
+    left = np.asarray(model.tree_.left_child)
     leaves = np.asarray(model.leaf_mask_)
     # the pruning's internal nodes: T0's internal nodes with a pruning leaf strictly below
     expected = np.zeros(len(internal))
     for a in np.flatnonzero(internal):
-        below, frontier = [], [2 * a + 1, 2 * a + 2]
+        below, frontier = [], [left[a], left[a] + 1]
         while frontier:
             b = frontier.pop()
             below.append(b)
             if b < len(internal) and internal[b]:
-                frontier += [2 * b + 1, 2 * b + 2]
+                frontier += [left[b], left[b] + 1]
         expected[a] = float(leaves[below].any())
     assert 0 < expected.sum() < internal.sum()           # the pruning cut some of T0
     np.testing.assert_array_equal(split_probability(model), expected)

@@ -26,8 +26,7 @@ def data():
 MODELS = {   # every estimator, plus the variants whose fitted state differs
     **{type(e).__name__: e for e in small_estimators()},
     # a compact layout (CART T0) and CV-tuned λ1 (best_params_, cv_results_)
-    "tuned-cart": jaxtree.PACBayesTreeClassifier(partition="cart", lam2=1.0, max_depth=6,
-                                                 layout="compact"),
+    "tuned-cart": jaxtree.PACBayesTreeClassifier(partition="cart", lam2=1.0, max_depth=6),
     "pacbayes-vote-oblique": jaxtree.ObliqueTreeClassifier(
         max_depth=2, n_restarts=1, n_jumps=1, n_cycles=1, vote="pacbayes"),
     # a hold-out pruning: errors_per_size_ and size_ (slow: its own compilations)

@@ -8,7 +8,7 @@ import pytest
 from sklearn.base import clone
 
 import jaxtree
-from jaxtree import hsvote, prune, select
+from jaxtree import fitting, hsvote, prune, select
 
 L = 3
 DEPTH = 4
@@ -312,16 +312,24 @@ def test_per_fold_trees_never_see_the_validation_fold():
             assert int(errors[g, f]) == int(np.sum(np.argmax(np.asarray(scores), 1) != y[~mask]))
 
 
+def _binned_cart(n):
+    """The host twin of the estimators' CART T0 for a sample of ``n`` rows: 64 quantile bins,
+    at most ``2·ceil(log2 n)`` levels (:func:`jaxtree.fitting.default_max_depth`)."""
+    depth = fitting.default_max_depth("cart", n, 2)
+    return lambda X_part, y_part: jaxtree.cart_tree(X_part, y_part, max_depth=depth,
+                                                    bins=fitting.DEFAULT_BINS, layout="compact")
+
+
 def test_estimator_grows_cart_t0_per_fold():
     X, y, masks, _ = _planted()
     model = jaxtree.PACBayesTreeClassifier(partition="cart").fit(X, y)
-    build = lambda X_part, y_part: jaxtree.cart_tree(X_part, y_part, layout="compact")
-    folds = select.prepare_fold_trees(build, X, y, 3, masks)
+    masks = fitting.train_masks(X, y, 2)      # the estimator's folds (distinct rows, seed 0)
+    folds = select.prepare_fold_trees(_binned_cart(len(y)), X, y, 3, masks)
     best = select.paper_search(None, folds, select.pacbayes_votes,     # the CV scores the
                                fixed={"smoothing": model.smoothing}).best_params  # predictive
     assert model.best_params_ == pytest.approx({k: float(v) for k, v in best.items()})
     # refitted on all points (T0 padded to a shared shape: compare its splits)
-    assert int(model.tree_.internal.sum()) == int(jaxtree.cart_tree(X, y).internal.sum())
+    assert int(model.tree_.internal.sum()) == int(_binned_cart(len(y))(X, y).internal.sum())
     shared = jaxtree.PACBayesTreeClassifier(partition="cart", cv_trees="shared").fit(X, y)
     assert not np.array_equal(shared.cv_results_["mean_test_score"],
                               model.cv_results_["mean_test_score"])
@@ -339,8 +347,8 @@ def test_baselines_grow_cart_t0_per_fold(method):
                prune.c1_votes, "lam"),
         "hs": (jaxtree.HSVoteClassifier(partition="cart"), hsvote.hs_votes, "eta")}[method]
     model.fit(X, y)
-    build = lambda X_part, y_part: jaxtree.cart_tree(X_part, y_part, layout="compact")
-    folds = select.prepare_fold_trees(build, X, y, 2, masks)
+    masks = fitting.train_masks(X, y, 2)
+    folds = select.prepare_fold_trees(_binned_cart(len(y)), X, y, 2, masks)
     direction = -1 if method == "hs" else +1
     best = select.paper_search(None, folds, votes_fn, ((name, direction),),
                                base_grid=model._search_grid()).best_params
@@ -357,7 +365,7 @@ def test_estimator_tuning_options():
     kd = dict(partition="kd", max_depth=DEPTH, split="spread")
     auto = jaxtree.PACBayesTreeClassifier(**kd).fit(X, labels)
     tree = jaxtree.kd_tree(X, max_depth=DEPTH, y=y, split="spread")
-    folds = select.prepare_folds(tree, X, jnp.asarray(y), L, select.fold_masks(len(y), 2, 0))
+    folds = select.prepare_folds(tree, X, jnp.asarray(y), L, fitting.train_masks(X, y, 2))
     # the estimator selects λ on the probabilities predict_proba gives (the posterior predictive)
     best = select.paper_search(tree, folds, select.pacbayes_votes,
                                fixed={"smoothing": auto.smoothing}).best_params
