@@ -408,9 +408,14 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
         reducer=None):
     """Fit a :class:`jaxtree.PACBayesTreeClassifier` on the rows of all processes; ``X``, ``y``:
     this process's block (``[n_p, D]`` numeric, ``[n_p]`` numeric labels; a ``numpy.memmap``
-    works). Returns the estimator, fitted as ``estimator.fit`` on the concatenated blocks
-    (process order) would fit it — T0, statistics, tuned λ's, weights and so predictions — in
-    every process.
+    works). Returns the estimator fitted on the concatenated blocks (process order) — the same
+    T0, statistics, tuned λ's, weights and so predictions in every process, whatever the
+    split of the rows into blocks (tested against one holder of all the rows).
+
+    This pipeline grows T0 with the host builders (histograms summed by the reducer) and deals
+    the CV folds over row positions (:func:`jaxtree.select.fold_masks`): the one-process
+    ``estimator.fit`` grows T0 inside its compiled fit (:func:`jaxtree.grow_tree`) and deals
+    folds over distinct rows, so on the same rows the two can select other λ's.
 
     ``bins``: quantile bins of a CART T0 (``partition="cart"``; the one-process equal is
     ``jaxtree.cart_tree(..., bins=bins)``). ``chunk_size``: rows counted on the device at once.

@@ -118,14 +118,13 @@ def test_blocks_must_share_the_features():
 
 
 def one_process_fit(params, X, y, bins=None):
-    """The estimator's own fit; with ``bins``, on the binned CART T0 of the same seed. In exact
-    shapes, as the distributed fit makes them (the estimator pads T0: jaxtree.shapes)."""
-    model = jaxtree.PACBayesTreeClassifier(**params)
-    if bins is not None:
-        model._build_tree = lambda X_, y_: cart_tree(X_, y_, bins=bins, layout=model.layout,
-                                                     random_state=model.random_state)
-    with shapes.exact_shapes():
-        return model.fit(X, y)
+    """The distributed pipeline on one holder of all the rows (the reference that several
+    holders or processes must equal); with ``bins``, a binned CART T0 of that many bins. The
+    pipeline is the host builders' (NumPy T0, its own folds): the one-process estimator grows
+    T0 inside its compiled fit and deals folds over distinct rows, so it is not the reference."""
+    return run_holders(1, lambda Xb, yb, r: distributed.fit(
+        jaxtree.PACBayesTreeClassifier(**params), Xb, yb, bins=bins or 256, reducer=r),
+        X, y)[0]
 
 
 def assert_same_fit(model, reference, X_test):
