@@ -183,9 +183,9 @@ def export_text(model, feature_names: Optional[Sequence[str]] = None, max_depth=
         ...                                        ).fit(X, y)
         >>> print(jaxtree.export_text(model, feature_names=["t"], max_depth=1), end="")
         n=8, counts=[3, 5], P(stop)=0.001
-        |--- t <= 3.500  [n=4, counts=[3, 1], P(stop)=0.338]
+        |--- t <= 3.000  [n=4, counts=[3, 1], P(stop)=0.338]
         |   |--- ... (truncated)
-        |--- t >  3.500  [n=4, counts=[0, 4], P(stop)=0.999]
+        |--- t >  3.000  [n=4, counts=[0, 4], P(stop)=0.999]
     """
     names = _feature_names(model, feature_names)
     _check_depth(max_depth)
