@@ -174,9 +174,9 @@ def grow_tree(X, y, weight, config: GrowConfig, key=None) -> tuple[Tree, GrowInf
       key: a ``jax.random`` key, needed with ``config.max_features``.
 
     Returns:
-      ``(tree, info)``: a :class:`jaxtree.Tree` in ``CompactLayout(depth=max_depth,
-      width=W)`` (``(max_depth + 1) * W`` slots; scaling and clipping as the NumPy builder of
-      the partition), and :class:`GrowInfo`.
+      tuple: ``(tree, info)``, a :class:`jaxtree.Tree` in a compact layout of depth
+      ``max_depth`` and width W, (max_depth + 1)·W slots (scaling and clipping as the NumPy
+      builder of the partition), and :class:`GrowInfo`.
 
     Runs under ``jax.jit`` and ``jax.vmap`` (``config`` is static). Raises ValueError on a bad
     config, on shapes that do not fit, or on a missing key, before tracing.
