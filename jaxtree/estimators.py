@@ -797,7 +797,7 @@ class PrunedTreeClassifier(TreeClassifierBase):
         ([0, 0, 0, 0, 1, 1, 1, 1], 2)
     """
 
-    def __init__(self, method="c1", partition="kd", max_depth=None, min_split=2, split="spread",
+    def __init__(self, method="c1", partition="kd", max_depth=None, min_split=2, split="cycle",
                  lam=None, c=None, delta=0.05, selection="srm", holdout=1 / 3, num_tests=None,
                  resample=True, tune="auto", cv=2, random_state=0, proba="predictive",
                  smoothing=DEFAULT_SMOOTHING, cv_trees="auto", bins=None, class_weight=None):
@@ -1003,7 +1003,7 @@ class HSVoteClassifier(TreeClassifierBase):
         [[0.763 0.237]]
     """
 
-    def __init__(self, partition="kd", max_depth=None, min_split=2, split="spread", eta=None,
+    def __init__(self, partition="kd", max_depth=None, min_split=2, split="cycle", eta=None,
                  loss="log", tune="auto", cv=2, random_state=0, cv_trees="auto", bins=None,
                  class_weight=None):
         self.bins = bins

@@ -27,7 +27,9 @@ def fitted(X, y, **options):
     return jaxtree.fit(X, y, num_classes=int(y.max()) + 1, **options)
 
 
-@pytest.mark.parametrize("partition,split", PARTITIONS)
+@pytest.mark.parametrize("partition,split", [
+    pytest.param(*PARTITIONS[0], marks=pytest.mark.slow), PARTITIONS[1],
+    pytest.param(*PARTITIONS[2], marks=pytest.mark.slow)])     # ~8 s of compiling each
 def test_fit_equals_its_pieces(partition, split):
     """Given λ's: T0 from the builder, counts, weights and frequencies as the functions give."""
     X, y = noisy_problem()
@@ -48,8 +50,11 @@ def test_fit_equals_its_pieces(partition, split):
     np.testing.assert_allclose(fitting.predict_proba(model, X), proba, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("partition,split", PARTITIONS)
-@pytest.mark.parametrize("tuned", [False, True], ids=["given", "tuned"])
+@pytest.mark.parametrize("partition,split,tuned", [
+    pytest.param(*PARTITIONS[0], False, marks=pytest.mark.slow), (*PARTITIONS[1], False),
+    pytest.param(*PARTITIONS[2], False, marks=pytest.mark.slow),
+    pytest.param(*PARTITIONS[0], True, marks=pytest.mark.slow),
+    pytest.param(*PARTITIONS[1], True, marks=pytest.mark.slow), (*PARTITIONS[2], True)])
 def test_integer_weights_are_repeated_rows(partition, split, tuned):
     """An integer weight is that many copies of the row, through T0, the CV and the weights;
     weight 0 removes the row."""

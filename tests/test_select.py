@@ -338,8 +338,9 @@ def test_estimator_grows_cart_t0_per_fold():
 
 
 
-@pytest.mark.parametrize("method", ["c1", pytest.param("hs", marks=pytest.mark.slow)])
-def test_baselines_grow_cart_t0_per_fold(method):
+@pytest.mark.parametrize("method", [pytest.param("c1", marks=pytest.mark.slow),
+                                    pytest.param("hs", marks=pytest.mark.slow)])
+def test_baselines_grow_cart_t0_per_fold(method):   # the estimator's twin runs by default
     X, y, masks, _ = _planted()
     y = np.minimum(y, 1)                                       # HSVoteClassifier: binary only
     model, votes_fn, name = {
