@@ -64,10 +64,10 @@ def test_forest_equals_a_loop_over_its_trees():
     expected = vb.forest_certificate(mask, labels, y, delta=0.1 / len(F.LAMBDA_GRID))
     assert (cert.first_order, cert.tandem) == (expected.first_order, expected.tandem)
     assert forest.certificate(weights="first_order").first_order <= cert.first_order + 1e-12
-    # each tree splits on its own max_features=2 of the 3 features
-    for h in range(5):
-        tree = tree_at(forest.trees_, h)
-        assert len(np.unique(np.asarray(tree.feature)[np.asarray(tree.internal)])) <= 2
+    # max_features=2 of 3 per node (jaxtree.grow_tree, tested in test_grow.py): the trees of
+    # the bootstraps differ from each other
+    internal = np.asarray(forest.trees_.internal)
+    assert len({internal[h].tobytes() for h in range(len(internal))}) > 1
     np.testing.assert_array_equal(forest.predict_trees(X), forest.classes_[labels])
 
 
