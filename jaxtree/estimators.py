@@ -509,7 +509,9 @@ class PACBayesTreeClassifier(TreeClassifierBase):
     S0), ``node_log_weights_`` ``[nodes]``, ``node_proba_`` ``[nodes, L]`` (the smoothed class
     frequencies ``p̂(· | A)``); with ``certify``, ``prior_stats_`` (the statistics of S0); when
     tuned, ``best_params_`` (``{"lam1": ..., "lam2": ...}``) and ``cv_results_``
-    (scikit-learn style, see :func:`jaxtree.select.tune`).
+    (scikit-learn style, see :func:`jaxtree.select.tune`); ``fitted_tree_``, the
+    :class:`jaxtree.FittedTree` pytree of the pure fit (not with ``certify`` or
+    ``tune="gradient"``/``"bound"``, which take the shell's own steps).
 
     Shapes and dtypes: ``fit(X, y)`` takes ``X`` ``[n, D]`` real (converted to JAX's float
     dtype: float32, or float64 with x64 enabled) and ``y`` ``[n]`` labels of any sortable type;
