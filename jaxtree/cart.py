@@ -396,22 +396,33 @@ def best_splits(X: np.ndarray, y: np.ndarray, rank: np.ndarray, node: np.ndarray
             score = h_left - h(n_left) + h_right - h(n_right)
         # a cut after position i needs a next point in the node with a larger value
         cuttable = has_next & np.append(value[1:] > value[:-1], False)
-        score = np.where(cuttable, score, -np.inf)
-        node_best = np.full(m, -np.inf)
-        node_best[size > 0] = np.maximum.reduceat(score, first[size > 0])
-        tie = (node_best == best) & (node_best > -np.inf) & (priority[:, f] > best_priority)
-        better = (node_best > best) | tie
-        best_priority = np.where(better, priority[:, f], best_priority)
-        # first (smallest-threshold) cut that attains each improved node's best score
-        at = np.flatnonzero(cuttable & (score == node_best[sorted_node]) & better[sorted_node])
-        nodes, first_at = np.unique(sorted_node[at], return_index=True)
-        cut = at[first_at]
-        low, high = value[cut], value[cut + 1]
-        mid = low / 2 + high / 2
-        threshold[nodes] = np.where(mid < high, mid, low)
-        feature[nodes] = f
-        best = np.where(better, node_best, best)
+        best, best_priority = keep_best_cuts(score, cuttable, value, sorted_node, first, size,
+                                             f, priority[:, f], best, best_priority, feature,
+                                             threshold)
     return feature, threshold
+
+
+def keep_best_cuts(score, cuttable, value, sorted_node, first, size, f, priority, best,
+                   best_priority, feature, threshold):
+    """One feature's step of a greedy split search over points in (node, value) order: where
+    feature ``f``'s best cut of a node beats the node's best so far (``best``; ties to the larger
+    ``priority``), record it in ``feature`` and ``threshold`` (in place; the first, smallest
+    cut that attains the score, its threshold the midpoint of the two values). Returns the
+    updated ``(best, best_priority)`` ``[m]``."""
+    m = len(size)
+    score = np.where(cuttable, score, -np.inf)
+    node_best = np.full(m, -np.inf)
+    node_best[size > 0] = np.maximum.reduceat(score, first[size > 0])
+    tie = (node_best == best) & (node_best > -np.inf) & (priority > best_priority)
+    better = (node_best > best) | tie
+    at = np.flatnonzero(cuttable & (score == node_best[sorted_node]) & better[sorted_node])
+    nodes, first_at = np.unique(sorted_node[at], return_index=True)
+    cut = at[first_at]
+    low, high = value[cut], value[cut + 1]
+    mid = low / 2 + high / 2
+    threshold[nodes] = np.where(mid < high, mid, low)
+    feature[nodes] = f
+    return np.where(better, node_best, best), np.where(better, priority, best_priority)
 
 
 def _earlier_same_class(node, label, num_classes, weight):

@@ -32,6 +32,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from jaxtree import prune, select, shapes
+from jaxtree.cart import keep_best_cuts
 from jaxtree.build import GrownLevel, dyadic_tree, kd_tree, pack
 from jaxtree.engine import best_pruning
 from jaxtree.estimators import _naming, default_depth
@@ -275,20 +276,9 @@ def _best_cuts(X, y, node, candidate, priority):
         s_left = running - (running[start] - target[start])
         score = s_left ** 2 / n_left + s_left ** 2 / np.maximum(n_right, 1)  # S_R = −S_L
         cuttable = (n_right > 0) & np.append(value[1:] > value[:-1], False)
-        score = np.where(cuttable, score, -np.inf)
-        node_best = np.full(m, -np.inf)
-        node_best[size > 0] = np.maximum.reduceat(score, first[size > 0])
-        tie = (node_best == best) & (node_best > -np.inf) & (priority[:, f] > best_priority)
-        better = (node_best > best) | tie
-        best_priority = np.where(better, priority[:, f], best_priority)
-        at = np.flatnonzero(cuttable & (score == node_best[at_node]) & better[at_node])
-        nodes, first_at = np.unique(at_node[at], return_index=True)
-        cut = at[first_at]
-        lo, hi = value[cut], value[cut + 1]
-        mid = lo / 2 + hi / 2
-        threshold[nodes] = np.where(mid < hi, mid, lo)
-        feature[nodes] = f
-        best = np.where(better, node_best, best)
+        best, best_priority = keep_best_cuts(score, cuttable, value, at_node, first, size, f,
+                                             priority[:, f], best, best_priority, feature,
+                                             threshold)
     return feature, threshold
 
 
