@@ -373,9 +373,15 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
     def _grow(self, X, y, weight):
         """T0 grown inside one compiled program (:func:`jaxtree.grow_tree`) on the padded,
         weighted sample; warns when the level-width cap kept nodes from splitting."""
-        config = self._fit_config(X, weight)
-        tree, info = _grow_tree(X, y, weight, config.grow, fitting.fit_keys(self._key())[0])
-        _warn_capped(info.capped, config.grow.width)
+        grow_key = fitting.fit_keys(self._key())[0]
+
+        def run(config):
+            tree, info = _grow_tree(X, y, weight, config.grow, grow_key)
+            return (tree, info.capped), info.capped
+
+        (tree, capped), config = fitting.widen_until_uncapped(run, self._fit_config(X, weight),
+                                                              X.shape)
+        _warn_capped(capped, config.grow.width)
         return tree
 
     def _fit_config(self, X, weight, **options) -> fitting.FitConfig:
@@ -393,7 +399,8 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
                         bins=getattr(self, "bins", None), cv=folds,
                         lam1=1.0, lam2=1.0, tune=None, random_state=self._tie_seed(),
                         cv_trees="per_fold" if per_fold else "shared")
-        return fitting.fit_config(X.shape[0], X.shape[1], **{**settings, **options})
+        return fitting.known_width(
+            fitting.fit_config(X.shape[0], X.shape[1], **{**settings, **options}), X.shape)
 
     def _tie_seed(self) -> int:
         """The seed of a CART T0's ties between features: ``random_state`` when an int."""
@@ -640,9 +647,13 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         given = {} if self.tune == "grid" else {"lam1": self.lam1, "lam2": self.lam2}
         config = self._fit_config(X, weight, **{"lam1": None, "lam2": None, **given},
                                   tune=None if self.tune is None else "auto")
-        model = fitting.fit_with_config(X, y, weight, self._key(), config,
-                                        **{k: v for k, v in given.items() if v is not None},
-                                        delta=self.delta, smoothing=self.smoothing)
+        def run(config):
+            model = fitting.fit_with_config(X, y, weight, self._key(), config,
+                                            **{k: v for k, v in given.items() if v is not None},
+                                            delta=self.delta, smoothing=self.smoothing)
+            return model, model.capped
+
+        model, config = fitting.widen_until_uncapped(run, config, X.shape)
         _warn_capped(model.capped, config.grow.width)
         self.fitted_tree_ = model
         self.tree_, self.stats_ = model.tree, model.stats

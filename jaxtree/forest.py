@@ -79,7 +79,7 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
                max_depth: Optional[int], min_split: int, rng) -> Tree:
     """T0 of every tree, stacked (leading axis ``m``): binned CART trees grown by
     :func:`jaxtree.grow_tree` on the bootstrap weights, ``max_features`` features drawn at random
-    for each node, in one compiled ``lax.map`` over the trees (:data:`GROW_CHUNK` at a time).
+    for each node, in one compiled ``lax.map`` over the trees (:func:`jaxtree.fitting.grow_trees`).
 
     Args:
       X: ``[n, D]`` float. y: ``[n]`` int labels ``0..L-1``.
@@ -92,15 +92,21 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
     n, dims = X.shape
     depth = fitting.default_max_depth("cart", n, dims) if max_depth is None else int(max_depth)
     config = GrowConfig(partition="cart", max_depth=depth,
-                        width=fitting.default_width(n, min_split, depth),
+                        width=fitting.default_width(n, min_split, depth, "cart"),
                         num_classes=int(y.max()) + 1, min_split=int(min_split),
                         bins=fitting.DEFAULT_BINS,
                         max_features=None if max_features >= dims else int(max_features),
                         random_state=int(rng.integers(2 ** 31)))
     keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(2 ** 31))), len(weights))
-    trees, info = _grow_all(jnp.asarray(X, float_dtype()), jnp.asarray(y, jnp.int32),
-                            jnp.asarray(weights, float_dtype()), keys, config)
-    capped = int(np.asarray(info.capped).sum())
+    arrays = (jnp.asarray(X, float_dtype()), jnp.asarray(y, jnp.int32),
+              jnp.asarray(weights, float_dtype()), keys)
+
+    def run(config):
+        trees, info = _grow_all(*arrays, config)
+        return (trees, info.capped.sum()), info.capped.sum()
+
+    (trees, capped), config = fitting.widen_until_uncapped(run, config, X.shape)
+    capped = int(capped)
     if capped:
         warnings.warn(f"{capped} nodes over the forest's trees were not split: a level would "
                       f"need more than {config.width} nodes; raise min_split or lower "
@@ -108,14 +114,7 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
     return trees
 
 
-#: Trees grown at once by :func:`grow_trees` (memory: chunk · W · D · bins · L histogram cells).
-GROW_CHUNK = 2
-
-
-@functools.partial(jax.jit, static_argnames="config")
-def _grow_all(X, y, weights, keys, config):
-    return jax.lax.map(lambda wk: grow_tree(X, y, wk[0], config, wk[1]), (weights, keys),
-                       batch_size=GROW_CHUNK)
+_grow_all = jax.jit(fitting.grow_trees, static_argnames="config")
 
 
 def tree_statistics(trees: Tree, X, y, weights, num_classes: int, smoothing):

@@ -242,8 +242,8 @@ def test_enable_compilation_cache(tmp_path, monkeypatch):
 @pytest.mark.parametrize("partition", [pytest.param("kd", marks=pytest.mark.slow), "cart",
                                        pytest.param("dyadic", marks=pytest.mark.slow)])
 def test_bucketed_estimator_fits_are_identical(partition):
-    # the λ's chosen, the CV curve, the weights and the predictions (a CART T0 pads both the
-    # tree and the sample; the KD and dyadic cases are slow)
+    # the λ's chosen, the CV curve, the weights and the predictions (the padded fit's sample has
+    # weight-0 rows; the KD and dyadic cases are slow)
     X, y = _data(203, seed=4)
     X_test, _ = _data(77, seed=5)
     fits = {}
@@ -252,8 +252,7 @@ def test_bucketed_estimator_fits_are_identical(partition):
             model = jaxtree.PACBayesTreeClassifier(partition=partition).fit(X, y)
             fits[bucketed] = (model, model.predict_proba(X_test))
     (padded, proba_p), (exact, proba_e) = fits[True], fits[False]
-    if partition == "cart":
-        assert padded.tree_.num_nodes > exact.tree_.num_nodes     # the padding is exercised
+    assert shapes.fit_rows(len(X), padded._shape_family(X)) > len(X)  # the padding is exercised
     assert padded.best_params_ == exact.best_params_
     np.testing.assert_array_equal(padded.cv_results_["mean_test_score"],
                                   exact.cv_results_["mean_test_score"])
@@ -274,8 +273,8 @@ def test_bucketed_estimator_fits_are_identical(partition):
     pytest.param(lambda: jaxtree.HSVoteClassifier(partition="cart"), marks=pytest.mark.slow),
 ], ids=["min_size-cv", "km", "rep", "optimistic", "hsvote"])
 def test_bucketed_baseline_fits_are_identical(make):
-    # the baselines' estimators share the padded T0 and sample (and the hold-out part's)
-    X, y = _data(203, seed=9)         # T0s of 9 x 6 (grown on S1) and 9 x 8 slots: padded
+    # the baselines' estimators share the padded sample (and the hold-out part's)
+    X, y = _data(203, seed=9)
     y = np.minimum(y, 1)                                 # HSVoteClassifier is binary
     X_test, _ = _data(77, seed=10)
     fits = {}
@@ -284,7 +283,7 @@ def test_bucketed_baseline_fits_are_identical(make):
             model = make().fit(X, y)
             fits[bucketed] = (model, model.predict_proba(X_test))
     (padded, proba_p), (exact, proba_e) = fits[True], fits[False]
-    assert padded.tree_.num_nodes > exact.tree_.num_nodes     # the padding is exercised
+    assert shapes.fit_rows(len(X), padded._shape_family(X)) > len(X)  # the padding is exercised
     for name in ("n_leaves_", "size_"):     # n_leaves_: no padding slot is a leaf
         assert getattr(padded, name, None) == getattr(exact, name, None)
     if hasattr(exact, "leaf_mask_"):
