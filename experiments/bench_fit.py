@@ -1,7 +1,7 @@
 """Benchmark: the whole fit in JAX (:func:`jaxtree.fit`) against the host pipeline and
 scikit-learn, both sides in one process.
 
-    python -m experiments.bench_fit [--sections grow vmap refit cv first] [--repeats 3]
+    python -m experiments.bench_fit [--sections grow vmap refit cv first forest] [--repeats 3]
                                     [--sizes 10000 100000] [--large] [--out PATH]
 
 Sections (each prints medians and ratios and replaces its part of ``--out``):
@@ -24,6 +24,11 @@ Sections (each prints medians and ratios and replaces its part of ``--out``):
   call of a fresh process (import excluded) against the tuned tree's. Target ≤ 1.5×.
 * ``first``: the first default fit of a fresh process on 3,000 rows of spam (import excluded)
   against the tuned tree's first fit in that process. Target ≤ 5×.
+* ``forest``: per dataset (eeg, spam, letter), :class:`jaxtree.PACBayesForestClassifier` (100
+  trees, defaults) fitted on 4,000 rows (the first fit of the process at that bucket, compiles)
+  and then on 3,900 and 3,700 rows (the same bucket of :func:`jaxtree.shapes.padded`: compiled),
+  each beside ``RandomForestClassifier(100)`` with ``n_jobs=1`` and 2 on the same rows. Target:
+  the compiled fit ≤ 3× the forest with ``n_jobs=1``.
 
 Times are wall-clock seconds on a shared machine: both sides run in turn, read the ratios.
 """
@@ -124,6 +129,27 @@ def refit_section(partitions) -> dict:
     return out
 
 
+FOREST_SIZES = (4000, 3900, 3700)
+
+
+def forest_section() -> dict:
+    from sklearn.ensemble import RandomForestClassifier
+    from jaxtree.forest import PACBayesForestClassifier
+    out = {}
+    for name in ("eeg", "spam", "letter"):
+        X, y = shuffled(*datasets.load(name))
+        rows = []
+        for n in FOREST_SIZES:
+            ours = timed(lambda: PACBayesForestClassifier(random_state=0).fit(X[:n], y[:n]))
+            rf = [timed(lambda: RandomForestClassifier(100, random_state=0, n_jobs=jobs).fit(
+                X[:n], y[:n])) for jobs in (1, 2)]
+            rows.append((n, ours, *rf))
+            print(f"  forest {name} n={n}: ours {ours:.2f} s, random forest {rf[0]:.2f} s "
+                  f"(1 job) {rf[1]:.2f} s (2 jobs)", flush=True)
+        out[name] = rows
+    return out
+
+
 def fresh_process(code: str) -> dict:
     """Run ``code`` (which prints one JSON line last) in a fresh interpreter at the repo root."""
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -180,6 +206,19 @@ def section_texts(results: dict) -> dict:
             lines.append(f"| {key} | {sum(r[3] for r in rows)} | {ours:.2f} s | "
                          f"{theirs:.2f} s | {ours / theirs:.2f}× |")
         texts["refit"] = "\n".join(lines + [""])
+    if "forest" in results:
+        lines = ["## forest", "", "100 trees, defaults; the first fit of the process at 4,000 "
+                 "rows, then fits at 3,900 and 3,700 rows (compiled) ({}):".format(
+                     datetime.date.today()), "",
+                 "| dataset | first fit | compiled fits (median) | random forest 1 job | "
+                 "2 jobs | compiled / 1 job |", "|---|---|---|---|---|---|"]
+        for key, rows in results["forest"].items():
+            compiled = np.median([r[1] for r in rows[1:]])
+            one_job = np.median([r[2] for r in rows[1:]])
+            lines.append(f"| {key} | {rows[0][1]:.2f} s | {compiled:.2f} s | {one_job:.2f} s "
+                         f"| {np.median([r[3] for r in rows[1:]]):.2f} s | "
+                         f"{compiled / one_job:.2f}× |")
+        texts["forest"] = "\n".join(lines + [""])
     for name, title in (("cv", "cross_val_score(cv=5) on breast cancer, first call of a "
                                "process"),
                         ("first", "first default fit of a process, 3,000 rows of spam")):
@@ -195,8 +234,8 @@ def section_texts(results: dict) -> dict:
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sections", nargs="+",
-                        default=["grow", "vmap", "refit", "cv", "first"],
-                        choices=["grow", "vmap", "refit", "cv", "first"])
+                        default=["grow", "vmap", "refit", "cv", "first", "forest"],
+                        choices=["grow", "vmap", "refit", "cv", "first", "forest"])
     parser.add_argument("--sizes", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--large", action="store_true", help="grow: also 10^6 rows")
     parser.add_argument("--partitions", nargs="+", default=["cart", "kd"])
@@ -218,6 +257,8 @@ def main(argv=None):
     if "first" in args.sections:
         results["first"] = fresh_process(FIRST_FIT)
         print("first", results["first"], flush=True)
+    if "forest" in args.sections:
+        results["forest"] = forest_section()
     for name, text in section_texts(results).items():
         print(text)
         bench_grow.write_section(args.out, name, text)

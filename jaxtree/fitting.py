@@ -155,13 +155,14 @@ def default_width(num_rows: int, min_split: int, max_depth: int, partition: str 
     KD and dyadic trees are near-balanced: :func:`width_bound`. A CART tree is not — grown to
     purity on 4,000 rows of the bundled sets, its widest level holds 26 to 246 nodes where the
     bound is 8,192 — so its default is the first rung of a ladder, ``max(64, bound / 16)``
-    (a power of two when ``n`` is, as the estimators' padded samples are, and at most the
+    (even; a power of two when ``n`` is, as the estimators' padded samples are; at most the
     bound); a fit whose tree a rung caps is grown again one rung wider (:func:`wider_width`),
     which :func:`fit` and the estimators do by themselves."""
     bound = width_bound(num_rows, min_split, max_depth)
     if partition != "cart":
         return bound
-    return min(bound, max(64, bound // 16))
+    rung = max(64, bound // 16)
+    return min(bound, rung + rung % 2)
 
 
 def wider_width(width: int, bound: int) -> int:

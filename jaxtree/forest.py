@@ -11,12 +11,11 @@ first-order and tandem bounds on the majority vote's risk (:mod:`jaxtree.vote_bo
 docs/theory/forest.md).
 
 Growing T0 is :func:`grow_trees`: binned CART trees grown by :func:`jaxtree.grow_tree` on the
-bootstrap weights with a random subset of ``max_features`` features per node, all trees in one
-compiled program (a ``lax.map`` over chunks of trees). Measured (``experiments/forest.py``, eeg,
-4,000 rows, 100 trees, one split, a shared 2-core CPU): test error 0.100, the same as
-scikit-learn's random forest (a subset per tree instead: 0.21), but 565 s to fit against 26 s
-for the host builder and 0.5 s for scikit-learn: on a CPU the fixed-shape histograms of every
-level cost far more than the nodes they hold. An accelerator is where this builder pays.
+bootstrap weights with a random subset of ``max_features`` features per node (only those columns
+are counted), all trees in one compiled ``lax.map``. The sample is padded with weight-0 rows to
+:func:`jaxtree.shapes.padded` rows, so fits at nearby sizes reuse the compiled programs.
+Measured with ``experiments/results/forest_pacbayes.md``'s command and, for the refit,
+``python -m experiments.bench_fit --sections forest``.
 """
 
 from __future__ import annotations
@@ -34,9 +33,9 @@ from sklearn.base import BaseEstimator, ClassifierMixin
 from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from jaxtree import fitting
-from jaxtree.grow import GrowConfig, grow_tree
-from jaxtree.pacbayes import pacbayes_log_weights, predictive_from_paths
+from jaxtree import fitting, shapes
+from jaxtree.grow import GrowConfig
+from jaxtree.pacbayes import node_predictive, pacbayes_log_weights
 from jaxtree.select import LOG_GRID
 from jaxtree.stats import DEFAULT_SMOOTHING, class_frequencies, node_stats
 from jaxtree.tree import Tree, route
@@ -87,7 +86,9 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
       max_features: features each node may split on (``D``: all).
       max_depth: depth cap (None: :func:`jaxtree.fitting.default_max_depth` of ``n``).
       min_split: nodes of smaller weight are not split.
-      rng: ``numpy.random.Generator`` (the trees' keys and the CART tie seed).
+      rng: ``numpy.random.Generator`` of the trees' keys (their feature subsets). Ties between
+        equally good features go by one fixed hash (``GrowConfig.random_state=0``): the seed is
+        part of the compiled program, so a seed per fit would compile every fit anew.
     """
     n, dims = X.shape
     depth = fitting.default_max_depth("cart", n, dims) if max_depth is None else int(max_depth)
@@ -96,7 +97,7 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
                         num_classes=int(y.max()) + 1, min_split=int(min_split),
                         bins=fitting.DEFAULT_BINS,
                         max_features=None if max_features >= dims else int(max_features),
-                        random_state=int(rng.integers(2 ** 31)))
+                        random_state=0)
     keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(2 ** 31))), len(weights))
     arrays = (jnp.asarray(X, float_dtype()), jnp.asarray(y, jnp.int32),
               jnp.asarray(weights, float_dtype()), keys)
@@ -117,12 +118,16 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
 _grow_all = jax.jit(fitting.grow_trees, static_argnames="config")
 
 
+@functools.partial(jax.jit, static_argnames="num_classes")
 def tree_statistics(trees: Tree, X, y, weights, num_classes: int, smoothing):
-    """Stacked node statistics and smoothed class frequencies of the trees (one ``vmap``)."""
-    def one(tree, w):
+    """Stacked node statistics and smoothed class frequencies of the trees (a ``lax.map``: the
+    counts are scatters, which a ``vmap`` batches slowly on a CPU: 0.18 s against 0.09 s for
+    100 trees on 4,000 rows)."""
+    def one(tree_and_weight):
+        tree, w = tree_and_weight
         stats = node_stats(tree, X, y, num_classes, sample_weight=w)
         return stats, class_frequencies(tree, stats.counts, smoothing)
-    return jax.vmap(one)(trees, jnp.asarray(weights, float_dtype()))
+    return jax.lax.map(one, (trees, jnp.asarray(weights, float_dtype())))
 
 
 @functools.partial(jax.jit, static_argnames=("chunk",))
@@ -144,10 +149,10 @@ def grid_predictive_sums(trees, stats, node_proba, lams, X, tree_weight, chunk=T
         (steps, chunk) + weight.shape[1:]),)
 
     def per_tree(tree, stat, proba, w):
-        path, on_path = route(tree, X)
+        leaf = route(tree, X)[0][:, -1]
         def at(lam):
             log_w = pacbayes_log_weights(tree, stat, lam[0], lam[1])
-            return predictive_from_paths(path, on_path, proba, log_w)
+            return node_predictive(tree, proba, log_w)[leaf]
         return jax.vmap(at)(lams) * w[None, :, None]
 
     def step(total, chunk_xs):
@@ -162,9 +167,9 @@ def grid_predictive_sums(trees, stats, node_proba, lams, X, tree_weight, chunk=T
 def tree_labels(trees, stats, node_proba, lam, X):
     """``[m, n]`` every tree's predicted label (argmax of its posterior predictive) at λ."""
     def one(tree, stat, proba):
-        path, on_path = route(tree, X)
         log_w = pacbayes_log_weights(tree, stat, lam[0], lam[1])
-        return jnp.argmax(predictive_from_paths(path, on_path, proba, log_w), axis=1)
+        labels = jnp.argmax(node_predictive(tree, proba, log_w), axis=1)
+        return labels[route(tree, X)[0][:, -1]]
     return jax.lax.map(lambda a: one(*a), (trees, stats, node_proba))
 
 
@@ -173,8 +178,8 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
 
     Args:
       n_estimators: number of trees m.
-      max_features: features each tree may split on: ``"sqrt"`` (default), ``"log2"``, None
-        (all), an int or a fraction; one random subset per tree (module docstring).
+      max_features: features each node may split on: ``"sqrt"`` (default), ``"log2"``, None
+        (all), an int or a fraction; a random subset drawn for every node.
       bootstrap: grow each tree on a bootstrap sample (needed for out-of-bag estimates and the
         certificate); False grows every tree on all points.
       partition: ``"cart"`` (the only one so far).
@@ -244,10 +249,19 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         self.classes_, y = np.unique(y, return_inverse=True)
         num_classes = len(self.classes_)
         rng = np.random.default_rng(self.random_state)
-        weights = draw_samples(len(y), int(self.n_estimators), self.bootstrap, rng)
+        n = len(y)
+        weights = draw_samples(n, int(self.n_estimators), self.bootstrap, rng)
         self.sample_weights_ = weights
-        self.trees_ = grow_trees(X, y, weights, features, self.max_depth, self.min_split, rng)
-        self.stats_, self.node_proba_ = tree_statistics(self.trees_, X, y, weights, num_classes,
+        # padded with weight-0 rows (out of every sample, in no tree's out-of-bag set) to
+        # jaxtree.shapes.padded(n) <= 1.25 n rows: fits at nearby sizes share the compiled
+        # programs, and T0's layout (its width follows the rows) stays near the sample's
+        rows = shapes.padded(n)
+        X, y_padded, _ = shapes.pad_sample(X, y, None, rows)
+        padded_weights = shapes.pad_rows(weights.T, rows).T
+        self.trees_ = grow_trees(X, y_padded, padded_weights, features, self.max_depth,
+                                 self.min_split, rng)
+        self.stats_, self.node_proba_ = tree_statistics(self.trees_, X, y_padded,
+                                                        padded_weights, num_classes,
                                                         self.smoothing)
         grid = self._grid()
         self.lambda_settings_ = len(grid) if self.bootstrap else 1
@@ -255,8 +269,9 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
             self.oob_mask_ = weights == 0
             sums = grid_predictive_sums(self.trees_, self.stats_, self.node_proba_,
                                         jnp.asarray(grid, float_dtype()), X,
-                                        jnp.asarray(self.oob_mask_, float_dtype()))
-            votes = np.asarray(sums)
+                                        jnp.asarray(shapes.pad_rows(self.oob_mask_.T, rows).T,
+                                                    float_dtype()))
+            votes = np.asarray(sums)[:, :n]
             covered = self.oob_mask_.any(axis=0)
             errors = [np.mean(np.argmax(v[covered], axis=1) != y[covered]) for v in votes]
             best = int(np.argmin(errors))
@@ -271,7 +286,7 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         if self.bootstrap:
             self.oob_predictions_ = np.asarray(tree_labels(
                 self.trees_, self.stats_, self.node_proba_, jnp.asarray(self.lam_, float_dtype()),
-                X))
+                X))[:, :n]
         return self
 
     def _grid(self):
@@ -286,11 +301,12 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         """``[n, L]`` the mean of the trees' posterior predictives."""
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=float_dtype())
-        m = self.sample_weights_.shape[0]
+        m, n = self.sample_weights_.shape[0], X.shape[0]
+        rows = shapes.padded(n)
         sums = grid_predictive_sums(self.trees_, self.stats_, self.node_proba_,
-                                    jnp.asarray([self.lam_], float_dtype()), X,
-                                    jnp.ones((m, X.shape[0]), float_dtype()))
-        return np.clip(np.asarray(sums[0]) / m, 0, 1)
+                                    jnp.asarray([self.lam_], float_dtype()),
+                                    shapes.pad_rows(X, rows), jnp.ones((m, rows), float_dtype()))
+        return np.clip(np.asarray(sums[0])[:n] / m, 0, 1)
 
     def predict_trees(self, X):
         """``[m, n]`` every tree's predicted label (from ``classes_``; the argmax of its
@@ -298,8 +314,9 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=float_dtype())
         labels = tree_labels(self.trees_, self.stats_, self.node_proba_,
-                             jnp.asarray(self.lam_, float_dtype()), X)
-        return self.classes_[np.asarray(labels)]
+                             jnp.asarray(self.lam_, float_dtype()),
+                             shapes.pad_rows(X, shapes.padded(X.shape[0])))
+        return self.classes_[np.asarray(labels)[:, :X.shape[0]]]
 
     def predict(self, X):
         """``[n]`` predicted labels (from ``classes_``)."""

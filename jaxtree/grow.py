@@ -239,11 +239,13 @@ def _grow(X, y, weight, key, config: GrowConfig):
         feature = jnp.where(splits, feature, 0).astype(jnp.int32)
         threshold = jnp.where(splits, threshold, 0).astype(dtype)
         pos = _route_rows(Z, pos, splits, rank, feature, threshold)
-        cells = _child_cells(cells, splits, rank, feature, threshold)
+        if config.partition == "dyadic":               # the other rules do not read cells
+            cells = _child_cells(cells, splits, rank, feature, threshold)
         return (pos, cells, capped + over.sum(dtype=jnp.int32)), (splits, feature, threshold)
 
     start = jnp.where(live, 0, W).astype(jnp.int32)
-    cells = (jnp.zeros((W, dims), dtype), jnp.ones((W, dims), dtype))
+    cells = (jnp.zeros((W, dims), dtype), jnp.ones((W, dims), dtype)) \
+        if config.partition == "dyadic" else ()
     (_, _, capped), (split, feature, threshold) = jax.lax.scan(
         level, (start, cells, jnp.zeros((), jnp.int32)),
         jnp.arange(config.max_depth + 1, dtype=jnp.int32))
@@ -336,15 +338,15 @@ def _split_rule(Z, y, weight, config: GrowConfig, key):
     """``rule(pos, cells, depth, candidate) -> (feature [W], threshold [W], found [W])``."""
     W, dims = config.width, Z.shape[1]
 
-    def allowed(depth):
-        """``[W, D]`` bool: the features each position may split on (``max_features``)."""
-        if config.max_features is None:
-            return jnp.ones((W, dims), bool)
+    def subsets(depth):
+        """``[W, k]`` int32, increasing along a row: the features each position of level
+        ``depth`` may split on, ``k = max_features`` drawn at random without replacement."""
         u = jax.random.uniform(jax.random.fold_in(key, depth), (W, dims))
-        return jnp.argsort(jnp.argsort(u, axis=1), axis=1) < config.max_features
+        return jnp.sort(jax.lax.top_k(-u, config.max_features)[1], axis=1).astype(jnp.int32)
 
     if config.partition == "cart":
-        return _cart_rule(Z, y, weight, config, allowed)
+        return _cart_rule(Z, y, weight, config, None if config.max_features is None
+                          else subsets)
     # the cycle visits coordinates 0..max_depth-1 (mod D) only: rank just those (the deepest
     # level never splits, so its coordinate's clamped rank is unused)
     used = dims if config.split == "spread" else min(dims, max(1, config.max_depth))
@@ -355,7 +357,7 @@ def _split_rule(Z, y, weight, config: GrowConfig, key):
         if config.split == "cycle":
             feature = jnp.full(W, depth % dims, jnp.int32)
         else:
-            feature = _widest_spread(Z, order, weight, pos, W, allowed(depth))
+            feature = _widest_spread(Z, order, weight, pos, W)
         if config.partition == "dyadic":
             lo, hi = cells
             f = feature[:, None]
@@ -439,9 +441,9 @@ def _median_thresholds(Z, order, weight, pos, feature, W):
     return median_rule(low, high, largest, below, below > -jnp.inf, xp=jnp)
 
 
-def _widest_spread(Z, order, weight, pos, W, allowed):
-    """``[W]`` the :func:`jaxtree.build.spread_rule` coordinate of each position among the
-    ``allowed`` ``[W, D]`` ones, from weighted quartiles (one sort per coordinate)."""
+def _widest_spread(Z, order, weight, pos, W):
+    """``[W]`` the :func:`jaxtree.build.spread_rule` coordinate of each position, from weighted
+    quartiles (one sort per coordinate)."""
     def quartiles(rank, values):
         ranks, cumulative, before, count = _segments(pos, rank, weight, W)
         q1 = _order_statistic(ranks, cumulative, before, jnp.floor((count - 1) / 4))
@@ -451,10 +453,7 @@ def _widest_spread(Z, order, weight, pos, W, allowed):
     q1, q3 = jax.vmap(quartiles, out_axes=1)(*order)                 # [W, D] each
     smallest = _segment_extreme(Z, pos, W, False)
     largest = _segment_extreme(Z, pos, W, True)
-    # an excluded feature gets spread and range -1: never the widest
-    return spread_rule(jnp.where(allowed, q1, 1), jnp.where(allowed, q3, 0),
-                       jnp.where(allowed, smallest, 1), jnp.where(allowed, largest, 0),
-                       xp=jnp).astype(jnp.int32)
+    return spread_rule(q1, q3, smallest, largest, xp=jnp).astype(jnp.int32)
 
 
 def _bin_edges(Z, weight, live, bins):
@@ -473,42 +472,59 @@ def _bin_edges(Z, weight, live, bins):
     return jax.vmap(column_edges)(*_column_order(Z), Z.T)
 
 
-def _cart_rule(Z, y, weight, config: GrowConfig, allowed):
-    """The binned CART split rule (:func:`jaxtree.cart.best_binned_splits`'s, node for node)."""
+def _cart_rule(Z, y, weight, config: GrowConfig, subsets):
+    """The binned CART split rule (:func:`jaxtree.cart.best_binned_splits`'s, node for node).
+    ``subsets``: None (every feature) or ``depth -> [W, k]`` the features each position may
+    split on; then only those k columns are counted and scored."""
     W, (n, dims), K, L = config.width, Z.shape, config.bins, config.num_classes
     edges = _bin_edges(Z, weight, weight > 0, K)                            # [D, K-1]
     binned = jax.vmap(lambda e, c: jnp.searchsorted(e, c, side="left"), out_axes=1)(
         edges, Z.T).astype(jnp.int32)                                        # [n, D]
-    # each row's (feature, bin, class) cell, the same at every level
-    cell = (jnp.arange(dims, dtype=jnp.int32) * K + binned) * L + y[:, None]
     seed = tie_seed(config.random_state)
     has_edge = jnp.isfinite(edges)
-    rows_weight = jnp.broadcast_to(weight[:, None], (n, dims)).reshape(-1)
+    k = dims if subsets is None else config.max_features
 
-    def search(width, pos, depth):
-        """The rule on the first ``width`` positions (rows further on are dropped), padded to W."""
-        segment = jnp.minimum(pos, width)[:, None] * (dims * K * L) + cell
-        hist = jax.ops.segment_sum(rows_weight, segment.reshape(-1),
-                                   num_segments=(width + 1) * dims * K * L)
-        hist = hist[:width * dims * K * L].reshape(width, dims, K, L)
-        usable = has_edge & allowed(depth)[:width, :, None]
-        score = cut_scores(hist, config.criterion, usable, xp=jnp)
+    def search(width, slot, depth, at):
+        """The rule on ``width`` candidate slots: row i counts in slot ``slot[i]`` (dropped at
+        ``width`` or above), slot j is position ``at[j]`` of the level; padded to W slots."""
+        priority = tie_priority(seed, depth, W, dims, xp=jnp)[at]         # [width, D]
+        if subsets is None:
+            features = jnp.broadcast_to(jnp.arange(dims, dtype=jnp.int32), (width, dims))
+            row_bins = binned
+        else:
+            features = subsets(depth)[at]                                  # [width, k]
+            priority = jnp.take_along_axis(priority, features, axis=1)
+            row_features = jnp.concatenate([features, features[:1]])[jnp.minimum(slot, width)]
+            row_bins = jnp.take_along_axis(binned, row_features, axis=1)   # [n, k]
+        # each row's (slot, j-th feature of its slot, bin, class) cell
+        segment = ((jnp.minimum(slot, width)[:, None] * k + jnp.arange(k, dtype=jnp.int32))
+                   * K + row_bins) * L + y[:, None]
+        hist = jax.ops.segment_sum(jnp.broadcast_to(weight[:, None], (n, k)).reshape(-1),
+                                   segment.reshape(-1), num_segments=(width + 1) * k * K * L)
+        hist = hist[:width * k * K * L].reshape(width, k, K, L)
+        score = cut_scores(hist, config.criterion, has_edge[features], xp=jnp)
         feature_best = score.max(axis=2)
         feature_cut = jnp.argmax(near_best(score, feature_best[:, :, None], xp=jnp), axis=2)
-        priority = tie_priority(seed, depth, width, dims, xp=jnp)
-        feature, cut, found = pick_split(feature_best, feature_cut, priority, xp=jnp)
+        chosen, cut, found = pick_split(feature_best, feature_cut, priority, xp=jnp)
+        feature = jnp.take_along_axis(features, chosen[:, None], axis=1)[:, 0]
         pad = (0, W - width)
         return (jnp.pad(feature, pad), jnp.pad(edges[feature, cut], pad),
                 jnp.pad(found, pad))
 
-    # a level with few candidates is searched at a smaller width (levels near the root hold at
-    # most 2**depth nodes): the cost of a level follows its nodes, not W
+    # only the level's candidates are searched, packed into the first slots, at the smallest
+    # width that holds them: the cost of a level follows its candidates, not W
     widths = sorted({max(1, W // 32), max(1, W // 4), W})
 
     def rule(pos, cells, depth, candidate):
-        used = jnp.where(candidate.any(), W - jnp.argmax(candidate[::-1]), 0)
-        branch = jnp.searchsorted(jnp.array(widths), used, side="left")
-        return jax.lax.switch(branch, [functools.partial(search, width) for width in widths],
-                              pos, depth)
+        slot_of = jnp.where(candidate, jnp.cumsum(candidate, dtype=jnp.int32) - 1, W)
+        at = jnp.zeros(W, jnp.int32).at[slot_of].set(jnp.arange(W, dtype=jnp.int32),
+                                                     mode="drop")
+        slot = jnp.concatenate([slot_of, jnp.full(1, W, jnp.int32)])[pos]
+        branch = jnp.searchsorted(jnp.array(widths), candidate.sum(), side="left")
+        feature, threshold, found = jax.lax.switch(
+            branch, [lambda s, d, a, width=width: search(width, s, d, a[:width])
+                     for width in widths], slot, depth, at)
+        back = jnp.minimum(slot_of, W - 1)
+        return feature[back], threshold[back], found[back] & candidate
 
     return rule

@@ -448,6 +448,16 @@ def predictive_from_paths(path: Array, on_path: Array, node_proba: Array,
     return jnp.einsum("nk,nkl->nl", weight, node_proba[path].astype(weight.dtype))
 
 
+def node_predictive(tree: Tree, node_proba: Array, log_weights: Array) -> Array:
+    """``[nodes, L]`` the posterior predictive of a point whose leaf in T0 is each node:
+    ``Σ_{B on the root path of A, A included} w(B)·p̂(· | B)``, one top-down pass
+    (``layout.path_sum``) instead of a sum along each point's path. A point's row is this at
+    its deepest ``path`` entry (:func:`jaxtree.route` repeats the leaf): the same numbers as
+    :func:`predictive_from_paths` up to the order of the sum."""
+    contribution = jnp.exp(log_weights)[:, None] * node_proba.astype(log_weights.dtype)
+    return contribution[0] + jax.vmap(tree.layout.path_sum, in_axes=1, out_axes=1)(contribution)
+
+
 def node_votes(tree: Tree, stats: NodeStats, weight: Array, smoothing=None):
     """Node votes (the form of :func:`jaxtree.select.point_scores`) of per-node weights.
 

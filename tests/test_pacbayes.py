@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 import jaxtree
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.engine import subtree_log_weights, tree_membership
-from jaxtree.pacbayes import (pacbayes_log_weights, pacbayes_potentials,
+from jaxtree.pacbayes import (node_predictive, pacbayes_log_weights, pacbayes_potentials,
                               pacbayes_theory_potentials, vote)
 from jaxtree.stats import node_stats
 from jaxtree.tree import route
@@ -268,3 +268,32 @@ def test_vote_refuses_arrays_of_another_tree():
     with pytest.raises(ValueError, match=r"\[nodes\]"):
         jaxtree.vote(tree, stats.label, log_w[:-2], X, 2)
     assert jaxtree.vote(tree, stats.label, log_w, X, 2).shape == (40, 2)
+
+
+def test_node_predictive_at_the_leaf_is_the_posterior_predictive(precision):
+    """The per-node predictive of one top-down pass, read at each point's leaf: the vote of
+    every pruning by enumeration (one-hot node labels) and, with smoothed class frequencies on
+    a compact CART T0 grown by JAX, :func:`jaxtree.posterior_predictive`."""
+    X, y = data(3)
+    tree = kd_tree(X, max_depth=4, min_split=4, y=y, layout="complete")
+    stats = node_stats(tree, X, jnp.asarray(y), 3)
+    X_test = np.concatenate([X[:20], np.random.default_rng(3).normal(size=(20, 2)) * 2])
+    leaf = np.asarray(route(tree, X_test)[0])[:, -1]
+    atol = 1e-5 if precision == jnp.float32 else 1e-12
+    one_hot = jax.nn.one_hot(stats.label, 3, dtype=precision)
+    for lam1, lam2 in ((1.0, 1.0), (4.0, 0.05)):
+        log_w = pacbayes_log_weights(tree, stats, lam1, lam2)
+        expected = reference_vote(tree, np.asarray(pacbayes_potentials(stats, lam1, lam2),
+                                                   np.float64), np.asarray(stats.label), X_test, 3)
+        np.testing.assert_allclose(np.asarray(node_predictive(tree, one_hot, log_w))[leaf],
+                                   expected, atol=atol)
+    X, y = load("wine", 400)
+    config = jaxtree.GrowConfig(partition="cart", max_depth=10, width=64,
+                                num_classes=int(y.max()) + 1, bins=16)
+    tree, _ = jaxtree.grow_tree(X, y, np.ones(len(y)), config)
+    stats = node_stats(tree, X, jnp.asarray(y), config.num_classes)
+    proba = jaxtree.class_frequencies(tree, stats.counts, 0.5)
+    log_w = pacbayes_log_weights(tree, stats, 2.0, 0.3)
+    leaf = np.asarray(route(tree, X)[0])[:, -1]
+    np.testing.assert_allclose(np.asarray(node_predictive(tree, proba, log_w))[leaf],
+                               jaxtree.posterior_predictive(tree, proba, log_w, X), atol=atol)
