@@ -17,28 +17,33 @@ sample variance (``SSE_A / s²``), so :func:`jaxtree.pacbayes_log_weights` and
 The estimators :class:`PACBayesTreeRegressor` and :class:`PrunedTreeRegressor` are
 scikit-learn regressors; their λ's are selected by the paper's two-stage grid on the
 validation squared error (:func:`jaxtree.select.paper_search` with :func:`grid_squared_errors`).
+Their ``fit`` takes ``sample_weight``, which weighs every count (an integer weight: that many
+copies of the row; weight 0: the row left out).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from typing import Optional
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.model_selection import check_cv
+from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
-from jaxtree import prune, select, shapes
-from jaxtree.cart import keep_best_cuts
-from jaxtree.build import GrownLevel, dyadic_tree, kd_tree, pack
+from jaxtree import fitting, prune, select, shapes
+from jaxtree.cart import _running_sum, keep_best_cuts
+from jaxtree.build import GrownLevel, pack
 from jaxtree.engine import best_pruning
-from jaxtree.estimators import _naming, default_depth
+from jaxtree.estimators import _naming, _random_key, default_depth
+from jaxtree.grow import GrowConfig, grow_tree
 from jaxtree.pacbayes import pacbayes_log_weights, predictive_from_paths
 from jaxtree.tree import Tree, route
-from jaxtree.validation import float_dtype
+from jaxtree.validation import check_sample_weight, float_dtype
 
 Array = jax.Array
 
@@ -155,50 +160,56 @@ def grid_squared_errors(tree: Tree, folds: select.Folds, votes_fn, grid: dict,
     return jax.lax.map(one_setting, grid, batch_size=batch_size or 16)
 
 
-def regression_folds(trees: Tree, X, y, train_masks) -> select.Folds:
-    """:class:`jaxtree.select.Folds` of a regression sample: fold f's training statistics on its
-    own T0 (``trees``, stacked with leading axis k, :func:`jaxtree.select.stack_trees`) and its
-    routed validation points with their targets in ``label``. Padded as
-    :func:`jaxtree.select.prepare_fold_trees` pads (weight-0 rows in every training part)."""
-    masks = np.asarray(train_masks, bool)
-    X, y, weight = shapes.pad_sample(np.asarray(X), np.asarray(y), None,
-                                     shapes.sample_size(trees, len(y)))
-    masks = shapes.pad_fold_masks(masks, len(y))
+def regression_folds(trees: Tree, X, y, train_weights, valid_weights) -> select.Folds:
+    """:class:`jaxtree.select.Folds` of a weighted regression sample: fold f's training
+    statistics on its own T0 (``trees``, stacked with leading axis k,
+    :func:`jaxtree.select.stack_trees`) from the weights ``train_weights[f]`` ``[n]``, and its
+    validation points (those of positive ``valid_weights[f]``) routed, with their targets in
+    ``label`` and their weights in ``weight``. A row may sit in both parts, one or neither.
+    Padded as :func:`jaxtree.select.prepare_fold_trees` pads (weight-0 rows in no part)."""
+    size = shapes.sample_size(trees, len(y))
+    X, y, _ = shapes.pad_sample(np.asarray(X), np.asarray(y), None, size)
+    train, valid = (shapes.pad_rows(np.asarray(w, np.float64).T, size).T
+                    for w in (train_weights, valid_weights))
     dtype = trees.threshold.dtype
     return _regression_folds(trees, jnp.asarray(X, dtype), jnp.asarray(y, dtype),
-                             jnp.asarray(masks), jnp.asarray(weight, dtype),
-                             select.validation_slots(masks))
+                             jnp.asarray(train, dtype), jnp.asarray(valid, dtype),
+                             select.validation_slots(valid <= 0))
 
 
 @functools.partial(jax.jit, static_argnames="valid_size")
-def _regression_folds(trees, X, y, masks, weight, valid_size):
-    def one_fold(tree, mask):
+def _regression_folds(trees, X, y, train, valid, valid_size):
+    def one_fold(tree, train_weight, valid_weight):
         path, on_path = route(tree, X)
-        train = stats_from_paths(tree, path, on_path, y, weight * mask)
-        index = jnp.nonzero(~mask, size=valid_size, fill_value=0)[0]
-        real = jnp.arange(valid_size) < jnp.sum(~mask)
-        return (train, path[index], on_path[index], y[index],
-                jnp.where(real, weight[index], 0).astype(y.dtype))
+        stats = stats_from_paths(tree, path, on_path, y, train_weight)
+        index = jnp.nonzero(valid_weight > 0, size=valid_size, fill_value=0)[0]
+        real = jnp.arange(valid_size) < jnp.sum(valid_weight > 0)
+        return (stats, path[index], on_path[index], y[index],
+                jnp.where(real, valid_weight[index], 0).astype(y.dtype))
 
-    return select.Folds(*jax.vmap(one_fold)(trees, masks), tree=trees)
+    return select.Folds(*jax.vmap(one_fold)(trees, train, valid), tree=trees)
 
 
 # -- CART by variance reduction -----------------------------------------------------------------
 def regression_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
-                    layout: str = "auto", random_state=0) -> Tree:
+                    layout: str = "auto", random_state=0, sample_weight=None) -> Tree:
     """CART regression tree T0 (scikit-learn's ``DecisionTreeRegressor`` rule, squared error,
     ``max_features=None``): each node takes the axis-aligned cut of largest variance reduction
-    (``S_L²/n_L + S_R²/n_R`` largest, ``S`` the sums of the node-centred targets), at the
-    midpoint of two consecutive distinct values; ties between features go to a random one
-    (seeded by ``random_state``), then to the smaller threshold. A node is split unless its
-    targets are all equal, it holds fewer than ``min_split`` points, it sits at ``max_depth``
-    or all its points are equal. Grown level by level, every node of a level at once.
+    (``S_L²/W_L + S_R²/W_R`` largest, ``S`` the weighted sums of the node-centred targets, ``W``
+    the summed weights), at the midpoint of two consecutive distinct values; ties between
+    features go to a random one (seeded by ``random_state``), then to the smaller threshold. A
+    node is split unless its targets are all equal, its total weight is under ``min_split``, it
+    sits at ``max_depth`` or all its points are equal. Grown level by level, every node of a
+    level at once.
 
     Args:
       X: ``[n, D]`` float points; y: ``[n]`` float targets.
       max_depth: None (grow until the stopping rules) or an integer >= 0.
       min_split: integer >= 2. layout: ``"auto"``, ``"compact"`` or ``"complete"``.
       random_state: seed of the ties between features.
+      sample_weight: None (every row counts 1) or ``[n]`` weights >= 0 with a positive sum: the
+        sums, means and ``min_split`` count each row with its weight, a row of weight 0 is left
+        out, and an integer weight k grows the tree of k copies of the row.
 
     Returns:
       a :class:`jaxtree.Tree` on unscaled features.
@@ -212,7 +223,15 @@ def regression_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
         raise ValueError(f"max_depth must be None or an integer >= 0; got {max_depth!r}")
     if not isinstance(min_split, (int, np.integer)) or min_split < 2:
         raise ValueError(f"min_split must be an integer >= 2; got {min_split!r}")
-    levels = _grow(X, y, max_depth, min_split, np.random.default_rng(random_state))
+    weight = np.ones(len(y))
+    if sample_weight is not None:
+        check_sample_weight(sample_weight, X.shape[0])
+        weight = np.asarray(sample_weight, np.float64)
+        if not weight.sum() > 0:
+            raise ValueError("sample_weight must have a positive sum: every row has weight 0")
+    keep = weight > 0
+    levels = _grow(X[keep], y[keep], weight[keep], max_depth, min_split,
+                   np.random.default_rng(random_state))
     dims = X.shape[1]
     dtype = float_dtype()
     levels = [dataclasses.replace(level, threshold=level.threshold.astype(dtype))
@@ -220,7 +239,7 @@ def regression_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
     return pack(levels, np.zeros(dims, dtype), np.ones(dims, dtype), clip=False, layout=layout)
 
 
-def _grow(X, y, max_depth, min_split, rng) -> list[GrownLevel]:
+def _grow(X, y, weight, max_depth, min_split, rng) -> list[GrownLevel]:
     n, dims = X.shape
     node = np.zeros(n, np.int64)
     points = np.arange(n)
@@ -228,15 +247,15 @@ def _grow(X, y, max_depth, min_split, rng) -> list[GrownLevel]:
     levels, depth = [], 0
     while True:
         m = parent.shape[0]
-        size = np.bincount(node, minlength=m)
+        total = np.bincount(node, weight[points], minlength=m)
         high = np.full(m, -np.inf)
         low = np.full(m, np.inf)
         np.maximum.at(high, node, y[points])
         np.minimum.at(low, node, y[points])
-        candidate = (size >= min_split) & (high > low)
+        candidate = (total >= min_split) & (high > low)
         if max_depth is not None:
             candidate &= depth < max_depth
-        feature, threshold = _best_cuts(X[points], y[points], node, candidate,
+        feature, threshold = _best_cuts(X[points], y[points], weight[points], node, candidate,
                                         rng.random((m, dims)))
         splits = feature >= 0
         levels.append(GrownLevel(parent, splits, np.maximum(feature, 0), threshold))
@@ -251,9 +270,13 @@ def _grow(X, y, max_depth, min_split, rng) -> list[GrownLevel]:
         depth += 1
 
 
-def _best_cuts(X, y, node, candidate, priority):
+def _best_cuts(X, y, weight, node, candidate, priority):
     """``(feature [m], threshold [m])`` of the best variance-reduction cut of every candidate
-    node (feature -1 where none)."""
+    node (feature -1 where none); ``weight`` ``[k]`` positive.
+
+    ``S_L = Σ_left w·y − W_L·ȳ`` is taken from running sums of ``w·y`` and ``w``: for float32
+    targets and integer weights these sums are exact in float64, so a row of weight k and k
+    copies of it give every cut the same score, ties included."""
     m = candidate.shape[0]
     feature = np.full(m, -1, np.int64)
     threshold = np.zeros(m)
@@ -262,37 +285,52 @@ def _best_cuts(X, y, node, candidate, priority):
     keep = candidate[node]
     if not keep.any():
         return feature, threshold
-    X, y, node = X[keep], y[keep], node[keep]
+    X, y, weight, node = X[keep], y[keep], weight[keep], node[keep]
     size = np.bincount(node, minlength=m)
-    centred = y - (np.bincount(node, y, minlength=m) / np.maximum(size, 1))[node]
+    total = np.bincount(node, weight, minlength=m)
+    mean = np.bincount(node, weight * y, minlength=m) / np.where(total > 0, total, 1)
     first = np.cumsum(size) - size
     for f in range(X.shape[1]):
         order = np.lexsort((X[:, f], node))
-        value, target, at_node = X[order, f], centred[order], node[order]
+        value, w, at_node = X[order, f], weight[order], node[order]
         start = first[at_node]
-        n_left = np.arange(len(order)) - start + 1
-        n_right = size[at_node] - n_left
-        running = np.cumsum(target)
-        s_left = running - (running[start] - target[start])
-        score = s_left ** 2 / n_left + s_left ** 2 / np.maximum(n_right, 1)  # S_R = −S_L
-        cuttable = (n_right > 0) & np.append(value[1:] > value[:-1], False)
+        w_left = _running_sum(w, start)
+        w_right = total[at_node] - w_left
+        s_left = _running_sum(w * y[order], start) - w_left * mean[at_node]
+        has_right = (np.arange(len(order)) - start + 1 < size[at_node]) & (w_right > 0)
+        score = s_left ** 2 / w_left + s_left ** 2 / np.where(has_right, w_right, 1)  # S_R = −S_L
+        cuttable = has_right & np.append(value[1:] > value[:-1], False)
         best, best_priority = keep_best_cuts(score, cuttable, value, at_node, first, size, f,
                                              priority[:, f], best, best_priority, feature,
                                              threshold)
     return feature, threshold
 
 
-def _cart(X, max_depth, min_split=2, y=None, split=None, layout="auto", random_state=0):
+def _cart(X, y, weight, max_depth, min_split, split, random_state):
     """:func:`regression_tree` behind the builders' signature (``split`` does not apply)."""
-    return regression_tree(X, y, max_depth=max_depth, min_split=min_split, layout=layout,
-                           random_state=random_state)
+    return regression_tree(X, y, max_depth=max_depth, min_split=min_split, layout="compact",
+                           random_state=random_state, sample_weight=weight)
 
 
-#: T0 builders: the KD and dyadic trees split without the targets (``y`` is not passed: their
-#: label-purity stop has no meaning here), CART by variance reduction.
-PARTITIONS = {"kd": lambda X, y=None, **kw: kd_tree(X, **kw),
-              "dyadic": lambda X, y=None, **kw: dyadic_tree(X, **kw),
-              "cart": _cart}
+def _target_blind(partition):
+    """The builder of a KD or dyadic T0: :func:`jaxtree.grow_tree` on the weighted rows (weighted
+    medians and cells; ``y`` unused, no purity stop), as wide as a level can get: at most one
+    split per row of positive weight and per ``min_split`` of weight
+    (:func:`jaxtree.fitting.width_bound`), so no node is capped."""
+    def build(X, y, weight, max_depth, min_split, split, random_state):
+        rows = min(int(np.count_nonzero(weight)) * min_split, int(weight.sum()))
+        config = GrowConfig(partition=partition, max_depth=max_depth, num_classes=1,
+                            width=fitting.width_bound(rows, min_split, max_depth),
+                            min_split=min_split, split=split, stop_pure=False)
+        X, labels, weight = shapes.pad_sample(X, np.zeros(len(X), np.int32), weight)
+        return grow_tree(X, labels, weight, config)[0]
+
+    return build
+
+
+#: T0 builders ``build(X, y, weight, max_depth, min_split, split, random_state)``: the KD and
+#: dyadic trees split without the targets, CART by variance reduction.
+PARTITIONS = {"kd": _target_blind("kd"), "dyadic": _target_blind("dyadic"), "cart": _cart}
 
 
 # -- estimators ---------------------------------------------------------------------------------
@@ -301,17 +339,18 @@ class TreeRegressorBase(RegressorMixin, BaseEstimator):
     shared shape, :mod:`jaxtree.shapes`), its statistics and the λ selection by CV on the
     validation squared error (the paper's two-stage grid, :func:`jaxtree.select.paper_search`;
     T0 grown on each fold's training part for ``partition="cart"``, one T0 for KD and dyadic
-    trees, as in :class:`jaxtree.PACBayesTreeClassifier`).
+    trees, as in :class:`jaxtree.PACBayesTreeClassifier`). Sample weights weigh every one of
+    these counts (:meth:`fit`).
 
     Subclasses give ``_votes`` (a module-level votes function), ``_directions``, ``_grid()``
     and ``_fit_weights()`` (sets ``node_log_weights_``).
 
     Fitted attributes: ``n_features_in_``, ``tree_``, ``y_shift_`` and ``y_scale_`` (the
-    targets' mean and standard deviation: the model works on ``(y − shift)/scale``),
+    targets' weighted mean and standard deviation: the model works on ``(y − shift)/scale``),
     ``node_total_``, ``node_mean_`` and ``node_sse_`` (``[nodes]``, standardised units; the
     property ``stats_`` bundles them), ``node_values_`` (``[nodes]`` node means in the units of
     ``y``), ``node_log_weights_``; when tuned, ``best_params_`` and ``cv_results_``
-    (``mean_test_score`` the negated validation MSE in the units of ``y``).
+    (``mean_test_score`` the negated weighted validation MSE in the units of ``y``).
     """
 
     _may_be_zero = ()    # tuned parameters that may be 0 (the others must be > 0)
@@ -333,24 +372,37 @@ class TreeRegressorBase(RegressorMixin, BaseEstimator):
         from jaxtree.inspect import feature_importances
         return feature_importances(self)
 
-    def fit(self, X, y):
-        """Build T0 on ``X`` ``[n, D]`` with real targets ``y`` ``[n]`` and fit. Returns self."""
+    def fit(self, X, y, sample_weight=None):
+        """Build T0 on ``X`` ``[n, D]`` with real targets ``y`` ``[n]`` and fit. Returns self.
+
+        ``sample_weight``: optional ``[n]`` non-negative weights (default ones) with a positive
+        sum. They weigh every count of the fit — the targets' mean and variance, T0's splits
+        (CART's sums and ``min_split``, the KD tree's medians), the node statistics, the CV
+        folds' training parts and their validation squared errors (a weighted mean) — so an
+        integer weight is the same as that many copies of the row, and weight 0 the same as
+        leaving the row out. With an integer ``cv`` the folds deal the distinct rows ``(x, y)``
+        (:func:`jaxtree.fitting.fold_weights`), so a row's copies stay together."""
         with _naming("X"):
             validate_data(self, X, dtype=float_dtype(), ensure_min_samples=2)
         with _naming("y"):
             X, y = validate_data(self, X, y, dtype=float_dtype(), y_numeric=True,
                                  ensure_min_samples=2)
         self._check_params()
+        with _naming("sample_weight"):
+            weight = _check_sample_weight(sample_weight, X, dtype=np.float64,
+                                          ensure_non_negative=True)
+        if not weight.sum() > 0:
+            raise ValueError("sample_weight must have a positive sum: every row has weight 0")
         y = np.asarray(y, np.float64)
-        self.y_shift_ = float(y.mean())
-        scale = float(y.std())
+        self.y_shift_ = float(np.average(y, weights=weight))
+        scale = float(np.sqrt(np.average(np.square(y - self.y_shift_), weights=weight)))
         self.y_scale_ = scale if scale > 0 else 1.0
         z = ((y - self.y_shift_) / self.y_scale_).astype(X.dtype)
-        self.tree_ = shapes.pad_tree(self._build_tree(X, z), X.shape[0])
-        stats = self._stats(self.tree_, X, z)
+        self.tree_ = shapes.pad_tree(self._build_tree(X, z, weight), X.shape[0])
+        stats = self._stats(self.tree_, X, z, weight)
         self.node_total_, self.node_mean_, self.node_sse_ = stats.total, stats.mean, stats.sse
         self.node_values_ = np.asarray(stats.mean, np.float64) * self.y_scale_ + self.y_shift_
-        self._select_params(X, z)
+        self._select_params(X, y, z, weight)
         self._fit_weights()
         return self
 
@@ -385,8 +437,9 @@ class TreeRegressorBase(RegressorMixin, BaseEstimator):
         if self.cv_trees not in ("auto", "shared", "per_fold"):
             raise ValueError(f"cv_trees must be 'auto', 'shared' or 'per_fold'; got "
                              f"{self.cv_trees!r}")
-        if not isinstance(self.cv, (int, np.integer)) or self.cv < 2:
-            raise ValueError(f"cv must be an integer >= 2; got {self.cv!r}")
+        if isinstance(self.cv, (int, np.integer)) and self.cv < 2:
+            raise ValueError(f"cv must be an integer >= 2 or a scikit-learn CV splitter (or "
+                             f"iterable of (train, test) index arrays); got {self.cv!r}")
         for name, _ in self._directions:
             value = getattr(self, name)
             if value is None and self.tune is None:
@@ -397,22 +450,19 @@ class TreeRegressorBase(RegressorMixin, BaseEstimator):
                 raise ValueError(f"{name} must be {'>=' if low == 0 else '>'} 0 (or None to "
                                  f"tune it); got {value!r}")
 
-    def _build_tree(self, X, z, layout=None):
+    def _build_tree(self, X, z, weight):
+        """T0 on the rows of ``X``, ``z`` weighted by ``weight`` ``[n]`` (default depth: that of
+        the total weight, the number of rows it stands for)."""
         depth = self.max_depth if self.max_depth is not None else default_depth(
-            self.partition, *X.shape)
-        options = {"random_state": self.random_state} if self.partition == "cart" else \
-            {"split": self.split}
+            self.partition, max(2, math.ceil(float(weight.sum()))), X.shape[1])
         return PARTITIONS[self.partition](
-            np.asarray(X), y=np.asarray(z), max_depth=None if depth is None else int(depth),
-            min_split=self.min_split, layout=layout or self._layout(), **options)
-
-    def _layout(self) -> str:
-        return "compact" if self.partition == "cart" else "complete"
+            np.asarray(X), np.asarray(z), weight, None if depth is None else int(depth),
+            self.min_split, self.split, self.random_state)
 
     def _param(self, name):
         return getattr(self, "best_params_", {}).get(name, getattr(self, name))
 
-    def _select_params(self, X, z):
+    def _select_params(self, X, y, z, weight):
         self.__dict__.pop("best_params_", None)
         self.__dict__.pop("cv_results_", None)
         given = {name: getattr(self, name) for name, _ in self._directions
@@ -422,7 +472,7 @@ class TreeRegressorBase(RegressorMixin, BaseEstimator):
         if self.tune is None or not directions:
             return
         fixed = {name: v for name, v in given.items() if name not in dict(directions)}
-        folds = self._folds(X, z)
+        folds = self._folds(X, y, z, weight)
         result = select.paper_search(self.tree_, folds, type(self)._votes, directions, fixed,
                                      base_grid=self._grid(), errors_fn=grid_squared_errors)
         names = [name for name, _ in directions]
@@ -433,18 +483,40 @@ class TreeRegressorBase(RegressorMixin, BaseEstimator):
                 results[key] = results[key] * self.y_scale_ ** 2
         self.cv_results_ = results
 
-    def _folds(self, X, z):
-        masks = select.fold_masks(len(z), self.cv, self.random_state)
+    def _folds(self, X, y, z, weight):
+        """The weighted folds of the λ search (:func:`regression_folds`). An integer ``cv``
+        deals the distinct rows ``(x, y)`` of positive weight by the key of ``random_state``
+        (:func:`jaxtree.fitting.fold_weights`, as the classifiers; fewer folds, with a warning,
+        for fewer distinct rows: :func:`jaxtree.select.small_sample_folds`); a splitter or
+        iterable of ``(train, test)`` indices gives the parts itself. T0 is grown on each
+        training part for ``cv_trees="per_fold"`` (``"auto"``: for CART)."""
         per_fold = self.cv_trees == "per_fold" or (self.cv_trees == "auto"
                                                    and self.partition == "cart")
-        if per_fold:
-            trees = [shapes.pad_tree(self._build_tree(X[m], z[m], "compact"
-                                                      if self._layout() == "compact"
-                                                      else "complete"), int(m.sum()))
-                     for m in masks]
+        if isinstance(self.cv, (int, np.integer)):
+            key = fitting.fit_keys(_random_key(self.random_state))[1]
+            # the rows' hash reads integer labels: the targets' float32 bits
+            rows = (jnp.asarray(X), jnp.asarray(np.asarray(y, np.float32).view(np.uint32)),
+                    jnp.asarray(weight > 0, X.dtype), key)
+            distinct = int(jnp.max(fitting.row_ranks(*rows))) + 1
+            if distinct < 2:
+                raise ValueError("cross-validation needs at least 2 distinct rows (x, y) of "
+                                 "positive weight; give the λ's and tune=None")
+            count, per_fold = select.small_sample_folds(distinct, int(self.cv), per_fold)
+            in_valid = np.asarray(fitting.fold_weights(*rows, count)) > 0
+            in_train = ~in_valid
         else:
-            trees = [self.tree_] * len(masks)
-        return regression_folds(select.stack_trees(trees), X, z, masks)
+            with _naming("cv"):
+                splits = list(check_cv(self.cv).split(X, y))
+            in_train, in_valid = (np.zeros((len(splits), len(y)), bool) for _ in range(2))
+            for f, (train, test) in enumerate(splits):
+                in_train[f, train] = in_valid[f, test] = True
+        train, valid = weight * in_train, weight * in_valid
+        if per_fold:
+            trees = [shapes.pad_tree(self._build_tree(X, z, w), int(np.count_nonzero(w)))
+                     for w in train]
+        else:
+            trees = [self.tree_] * len(train)
+        return regression_folds(select.stack_trees(trees), X, z, train, valid)
 
 
 class PACBayesTreeRegressor(TreeRegressorBase):
@@ -458,16 +530,22 @@ class PACBayesTreeRegressor(TreeRegressorBase):
     Args:
       partition: ``"cart"`` (default: variance-reduction splits grown until the nodes are
         constant or small, :func:`regression_tree`; λ's selected on trees grown per fold),
-        ``"kd"`` or ``"dyadic"`` (split without the targets, one T0 for the folds).
-      max_depth: depth of T0; None for :func:`jaxtree.estimators.default_depth`.
-      min_split: nodes with fewer training points are not split.
+        ``"kd"`` or ``"dyadic"`` (split without the targets by :func:`jaxtree.grow_tree` on
+        the weighted rows, one T0 for the folds).
+      max_depth: depth of T0; None for :func:`jaxtree.estimators.default_depth` of the total
+        training weight.
+      min_split: nodes of smaller total weight (without weights: fewer training points) are
+        not split.
       split: ``"spread"`` or ``"cycle"``, the coordinate rule of KD and dyadic trees.
       lam1, lam2: λ1 (weight of the standardised squared loss) and λ2 (weight of
         ``√N_A``); None (default): selected by ``tune``.
       tune: ``"auto"`` (the λ's left at None by the paper's protocol on the validation squared
         error: 2-fold CV over 2^linspace(-8, 6, 10) each, then 10 values from half to twice
         the best; ties to smaller λ1, larger λ2), ``"grid"`` (all of them) or None.
-      cv, random_state: CV folds and the seed that deals them (and breaks CART's ties).
+      cv: the number of CV folds, dealt over the distinct rows ``(x, y)`` as the classifiers
+        deal them (:func:`jaxtree.fitting.fold_weights`), or a scikit-learn CV splitter or
+        iterable of ``(train, test)`` index arrays.
+      random_state: the seed that deals the folds and breaks CART's ties.
       cv_trees: ``"auto"`` (per fold for CART, shared for KD and dyadic), ``"per_fold"`` or
         ``"shared"``.
 
