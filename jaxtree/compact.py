@@ -296,4 +296,5 @@ def pad_compact(tree: Tree, levels: int, width: int) -> Tree:
                 internal=grid(tree.internal), left_child=jax.device_put(padded.left_child()),
                 node_depth=jnp.asarray(padded.node_depth(), jnp.int32), shift=tree.shift,
                 inv_scale=tree.inv_scale, layout=padded, clip=tree.clip,
-                coef=None if tree.coef is None else grid(tree.coef))
+                coef=None if tree.coef is None else grid(tree.coef),
+                missing_right=None if tree.missing_right is None else grid(tree.missing_right))

@@ -50,7 +50,7 @@ from jaxtree import hsvote, prune, shapes
 from jaxtree.engine import best_pruning
 from jaxtree.stats import (DEFAULT_SMOOTHING, NodeStats, check_smoothing, class_frequencies,
                            node_stats)
-from jaxtree.validation import float_dtype
+from jaxtree.validation import float_dtype, holds_nan
 
 
 #: T0's builders (:func:`jaxtree.grow_tree`): KD, dyadic, and CART over quantile bins.
@@ -151,14 +151,14 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
     """
 
     def __sklearn_tags__(self):
-        """What the input may be, stated although these are scikit-learn's defaults for a
-        classifier (its checks test each against the estimator's behaviour): a dense 2-D X of
-        numbers (sparse refused, see the module docstring), no NaN, negative values fine;
-        labels of any discrete kind, strings included."""
+        """What the input may be (scikit-learn's checks test each against the estimator's
+        behaviour): a dense 2-D X of numbers (sparse refused, see the module docstring), NaN
+        only where T0 learns where missing values go (:meth:`_routes_missing`), negative values
+        fine; labels of any discrete kind, strings included."""
         tags = super().__sklearn_tags__()
         tags.input_tags.two_d_array = True
         tags.input_tags.sparse = False
-        tags.input_tags.allow_nan = False
+        tags.input_tags.allow_nan = self._routes_missing()
         tags.input_tags.positive_only = False
         tags.target_tags.required = True
         return tags
@@ -231,7 +231,8 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         scikit-learn's metrics refuse such a value)."""
         check_is_fitted(self)
         with _naming("X"):
-            X = validate_data(self, X, reset=False, dtype=float_dtype())
+            X = validate_data(self, X, reset=False, dtype=float_dtype(),
+                              ensure_all_finite=self._finite_rule())
         n = X.shape[0]
         return np.clip(np.asarray(self._scores(shapes.pad_rows(X, shapes.padded(n))))[:n], 0, 1)
 
@@ -258,11 +259,24 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         """scikit-learn's checks, X first and then y, so that a message says which is wrong;
         ``validate_data`` sets ``n_features_in_`` (and ``feature_names_in_`` for a frame)."""
         with _naming("X"):
-            validate_data(self, X, dtype=float_dtype(), ensure_min_samples=2)
+            validate_data(self, X, dtype=float_dtype(), ensure_min_samples=2,
+                          ensure_all_finite=self._finite_rule())
         with _naming("y"):
-            X, y = validate_data(self, X, y, dtype=float_dtype(), ensure_min_samples=2)
+            X, y = validate_data(self, X, y, dtype=float_dtype(), ensure_min_samples=2,
+                                 ensure_all_finite=self._finite_rule())
             check_classification_targets(y)
         return X, y
+
+    def _routes_missing(self) -> bool:
+        """Whether X may hold NaN: a CART T0 grown by :func:`jaxtree.grow_tree` learns where
+        missing values go (docs/theory/missing.md); the other trees, and the distributed fit's
+        host-built one, refuse them."""
+        return getattr(self, "partition", None) == "cart" and not getattr(self, "distributed",
+                                                                           False)
+
+    def _finite_rule(self):
+        """scikit-learn's ``ensure_all_finite`` for this estimator's X."""
+        return "allow-nan" if self._routes_missing() else True
 
     def _tuning_spec(self):
         """None when there is nothing to tune, else ``(votes_fn, directions)``: a module-level
@@ -398,7 +412,8 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
                         max_depth=depth, min_split=self.min_split, split=self.split,
                         bins=getattr(self, "bins", None), cv=folds,
                         lam1=1.0, lam2=1.0, tune=None, random_state=self._tie_seed(),
-                        cv_trees="per_fold" if per_fold else "shared")
+                        cv_trees="per_fold" if per_fold else "shared",
+                        missing=self._routes_missing() and holds_nan(X))
         return fitting.known_width(
             fitting.fit_config(X.shape[0], X.shape[1], **{**settings, **options}), X.shape)
 

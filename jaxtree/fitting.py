@@ -36,6 +36,7 @@ from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_log_weights
 from jaxtree.stats import DEFAULT_SMOOTHING, NodeStats, check_smoothing, class_frequencies
 from jaxtree.stats import node_stats
 from jaxtree.tree import Tree, route
+from jaxtree.validation import holds_nan
 
 Array = jax.Array
 
@@ -339,7 +340,8 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
         max_features: Optional[int] = None, lam1=None, lam2=None,
         potentials: str = "practical", delta=0.05, smoothing=DEFAULT_SMOOTHING,
         proba: str = "predictive", scoring: str = "accuracy", tune: Optional[str] = "auto",
-        cv: int = 2, cv_trees: str = "auto", random_state: int = 0) -> FittedTree:
+        cv: int = 2, cv_trees: str = "auto", random_state: int = 0,
+        missing: Optional[bool] = None) -> FittedTree:
     """Fit a PAC-Bayes tree (Nguyen & Kpotufe 2018) on ``(X, y)``: one pure function.
 
     Grows T0, counts, tunes the λ's left None by the paper's two-stage CV grid and forms the
@@ -349,7 +351,7 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
     given λ's.
 
     Args:
-      X: ``[n, D]`` float points.
+      X: ``[n, D]`` float points; NaN marks a missing value (a CART T0 only, ``missing``).
       y: ``[n]`` int labels in ``0..num_classes-1``.
       num_classes: L (static).
       weight: ``[n]`` non-negative sample weights (default ones); 0 removes a row, an integer
@@ -380,6 +382,9 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
         dyadic one is shared), ``"shared"`` or ``"per_fold"``.
       random_state: the seed of a CART T0's ties between features (static; ``key`` draws the
         rest).
+      missing: whether ``X`` may hold NaN, whose side each CART split learns
+        (:class:`jaxtree.GrowConfig`'s ``missing``; static). None: whether a concrete ``X``
+        holds NaN — under a caller's ``jit`` pass True when it may.
 
     Returns:
       :class:`FittedTree`.
@@ -399,11 +404,22 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
         ((200, 2), True)
     """
     n, dims = _check_data(X, y, num_classes, weight)
+    if missing is None:
+        missing = holds_nan(X)
+    elif not isinstance(missing, bool):
+        raise ValueError(f"missing must be None, True or False; got {missing!r}")
+    if missing and partition != "cart":
+        raise ValueError(f"X holds NaN (missing values), which only a CART T0 routes: pass "
+                         f"partition='cart' (got {partition!r}) or impute them first")
+    if not missing and holds_nan(X):
+        raise ValueError("X holds NaN: pass missing=True (with partition='cart') to learn where "
+                         "missing values go, or impute them first")
     config = fit_config(n, dims, num_classes=num_classes, partition=partition,
                         max_depth=max_depth, min_split=min_split, split=split, width=width,
                         bins=bins, criterion=criterion, max_features=max_features, lam1=lam1,
                         lam2=lam2, potentials=potentials, proba=proba, scoring=scoring,
-                        tune=tune, cv=cv, cv_trees=cv_trees, random_state=random_state)
+                        tune=tune, cv=cv, cv_trees=cv_trees, random_state=random_state,
+                        missing=missing)
     check_smoothing(smoothing)
 
     def run(config):
@@ -421,7 +437,7 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
                criterion: str = "gini", max_features=None, lam1=None, lam2=None,
                potentials: str = "practical", proba: str = "predictive",
                scoring: str = "accuracy", tune: Optional[str] = "auto", cv: int = 2,
-               cv_trees: str = "auto", random_state: int = 0) -> FitConfig:
+               cv_trees: str = "auto", random_state: int = 0, missing: bool = False) -> FitConfig:
     """The :class:`FitConfig` of :func:`fit`'s options for a sample of ``num_rows`` rows (the
     padded shape: the defaults of depth and width follow it). Raises ValueError naming a bad
     option."""
@@ -459,7 +475,7 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
                       if width is None else width,
                       min_split=int(min_split), split=split, criterion=criterion,
                       bins=DEFAULT_BINS if bins is None else bins, max_features=max_features,
-                      num_classes=num_classes, random_state=random_state)
+                      num_classes=num_classes, random_state=random_state, missing=missing)
     check_grow_config(grow)
     per_fold = cv_trees == "per_fold" or (cv_trees == "auto" and partition == "cart")
     return FitConfig(grow=grow, potentials=potentials, proba=proba, tuned=tuned, cv=int(cv),

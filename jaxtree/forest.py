@@ -39,7 +39,7 @@ from jaxtree.pacbayes import node_predictive, pacbayes_log_weights
 from jaxtree.select import LOG_GRID
 from jaxtree.stats import DEFAULT_SMOOTHING, class_frequencies, node_stats
 from jaxtree.tree import Tree, route
-from jaxtree.validation import float_dtype
+from jaxtree.validation import float_dtype, holds_nan
 from jaxtree.vote_bounds import WEIGHTS, ForestCertificate, forest_certificate
 
 #: The (λ1, λ2) grid searched by out-of-bag error: every other value of the paper's λ1 grid,
@@ -81,7 +81,8 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
     for each node, in one compiled ``lax.map`` over the trees (:func:`jaxtree.fitting.grow_trees`).
 
     Args:
-      X: ``[n, D]`` float. y: ``[n]`` int labels ``0..L-1``.
+      X: ``[n, D]`` float; NaN is a missing value (each split learns its side).
+      y: ``[n]`` int labels ``0..L-1``.
       weights: ``[m, n]`` int sample weights (a tree sees row i ``weights[h, i]`` times).
       max_features: features each node may split on (``D``: all).
       max_depth: depth cap (None: :func:`jaxtree.fitting.default_max_depth` of ``n``).
@@ -97,7 +98,7 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
                         num_classes=int(y.max()) + 1, min_split=int(min_split),
                         bins=fitting.DEFAULT_BINS,
                         max_features=None if max_features >= dims else int(max_features),
-                        random_state=0)
+                        random_state=0, missing=holds_nan(X))
     keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(2 ** 31))), len(weights))
     arrays = (jnp.asarray(X, float_dtype()), jnp.asarray(y, jnp.int32),
               jnp.asarray(weights, float_dtype()), keys)
@@ -191,7 +192,9 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         at None take the grid's middle values).
       random_state: seed of the bootstrap samples, feature subsets and tie-breaking.
 
-    ``predict_proba`` is the mean of the trees' posterior predictives. Fitted attributes:
+    ``X`` may hold NaN, a missing value: each split learns which side missing values take
+    (docs/theory/missing.md). ``predict_proba`` is the mean of the trees' posterior
+    predictives. Fitted attributes:
     ``classes_``, ``n_features_in_``, ``trees_`` (the stacked T0, leading axis m),
     ``stats_``, ``node_proba_``, ``lam_`` (the λ1, λ2 used), ``sample_weights_`` ``[m, n]``
     (bootstrap multiplicities), and with ``bootstrap``: ``oob_mask_`` ``[m, n]``,
@@ -227,6 +230,12 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         self.lam2 = lam2
         self.random_state = random_state
 
+    def __sklearn_tags__(self):
+        """NaN allowed (a missing value: each split learns its side)."""
+        tags = super().__sklearn_tags__()
+        tags.input_tags.allow_nan = True
+        return tags
+
     def _check_params(self, dims):
         if not isinstance(self.n_estimators, (int, np.integer)) or self.n_estimators < 1:
             raise ValueError(f"n_estimators must be an int >= 1; got {self.n_estimators!r}")
@@ -243,7 +252,8 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
     def fit(self, X, y):
         """Grow the trees on bootstrap samples of ``X`` ``[n, D]``, ``y`` ``[n]``; choose λ
         out of bag. Returns self."""
-        X, y = validate_data(self, X, y, dtype=float_dtype(), ensure_min_samples=2)
+        X, y = validate_data(self, X, y, dtype=float_dtype(), ensure_min_samples=2,
+                             ensure_all_finite="allow-nan")
         check_classification_targets(y)
         features = self._check_params(X.shape[1])
         self.classes_, y = np.unique(y, return_inverse=True)
@@ -300,7 +310,8 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
     def predict_proba(self, X):
         """``[n, L]`` the mean of the trees' posterior predictives."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=float_dtype())
+        X = validate_data(self, X, reset=False, dtype=float_dtype(),
+                          ensure_all_finite="allow-nan")
         m, n = self.sample_weights_.shape[0], X.shape[0]
         rows = shapes.padded(n)
         sums = grid_predictive_sums(self.trees_, self.stats_, self.node_proba_,
@@ -312,7 +323,8 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         """``[m, n]`` every tree's predicted label (from ``classes_``; the argmax of its
         posterior predictive), the votes that :meth:`certificate` bounds."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=float_dtype())
+        X = validate_data(self, X, reset=False, dtype=float_dtype(),
+                          ensure_all_finite="allow-nan")
         labels = tree_labels(self.trees_, self.stats_, self.node_proba_,
                              jnp.asarray(self.lam_, float_dtype()),
                              shapes.pad_rows(X, shapes.padded(X.shape[0])))

@@ -22,6 +22,13 @@ position in the current level (``W`` once it sits in a leaf, or from the start w
   by one segment sum, scores every bin edge by cumulative sums over bins (as the ``hist``
   methods of GPU gradient-boosting libraries do) and keeps the best by :func:`jaxtree.cart`'s
   tie rule;
+* **missing values** (CART, ``GrowConfig.missing``): a NaN sits in an extra bin of its
+  feature; every cut is scored with the node's missing rows on the left and on the right, and
+  the better side is kept in ``Tree.missing_right`` (the side of larger weight where the node
+  had no missing rows in that feature, ties right, as scikit-learn's trees); one more candidate splits the
+  missing rows from the others (threshold +inf, missing right). Without ``missing`` the
+  program has no extra bin and the tree still carries ``missing_right`` (the larger side), so
+  it can route NaN at prediction;
 * the split nodes' children take positions ``2·rank, 2·rank + 1`` of the next level. Only
   ``W / 2`` nodes of a level can split: a node whose rank is past that stays a leaf and is counted
   in :attr:`GrowInfo.capped` (zero means the tree is the uncapped one).
@@ -44,7 +51,7 @@ from jaxtree.build import median_rule, spread_rule
 from jaxtree.cart import CRITERIA, cut_scores, near_best, pick_split, tie_priority, tie_seed
 from jaxtree.compact import CompactLayout
 from jaxtree.tree import Tree
-from jaxtree.validation import float_dtype
+from jaxtree.validation import float_dtype, holds_nan
 
 Array = jax.Array
 PARTITIONS = ("dyadic", "kd", "cart")
@@ -71,6 +78,9 @@ class GrowConfig:
         as ``cart_tree``'s.
       stop_pure: dyadic and KD: pure nodes are not split (the NumPy builders given ``y``); CART
         never splits a pure node.
+      missing: CART: ``X`` may hold NaN, a missing value, whose side each split learns (module
+        docstring). A separate program (an extra histogram bin, twice the cut scores); without
+        it NaN in ``X`` is refused.
 
     Example:
         A config is a static ``jit`` argument (hashable); :func:`check_grow_config` names the
@@ -98,6 +108,7 @@ class GrowConfig:
     max_features: Optional[int] = None
     random_state: int = 0
     stop_pure: bool = True
+    missing: bool = False
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=["capped", "depth"],
@@ -155,6 +166,9 @@ def check_grow_config(config: GrowConfig) -> None:
          "None unless partition='cart' or split='spread' (a cycled coordinate has no choice)"),
         ("random_state", _is_int(config.random_state), "an integer"),
         ("stop_pure", isinstance(config.stop_pure, bool), "a bool"),
+        ("missing", isinstance(config.missing, bool), "a bool"),
+        ("missing", not config.missing or config.partition == "cart",
+         "False unless partition='cart' (only CART learns where missing values go)"),
     ]
     for field, ok, expected in rules:
         if not ok:
@@ -166,7 +180,7 @@ def grow_tree(X, y, weight, config: GrowConfig, key=None) -> tuple[Tree, GrowInf
     """Grow T0 on weighted rows inside ``jit`` (module docstring).
 
     Args:
-      X: ``[n, D]`` float features (finite).
+      X: ``[n, D]`` float features: finite, or NaN (missing) with ``config.missing``.
       y: ``[n]`` int labels in ``0..num_classes-1``.
       weight: ``[n]`` float, >= 0: 0 removes a row (padding, bootstrap), an integer ``k`` counts
         as ``k`` copies of it.
@@ -198,6 +212,9 @@ def grow_tree(X, y, weight, config: GrowConfig, key=None) -> tuple[Tree, GrowInf
     check_grow_config(config)
     if np.ndim(X) != 2 or np.shape(X)[0] < 1 or np.shape(X)[1] < 1:
         raise ValueError(f"X must be [n, D] with n, D >= 1; got shape {np.shape(X)}")
+    if not config.missing and holds_nan(X):
+        raise ValueError("X holds NaN: pass GrowConfig(partition='cart', missing=True) to learn "
+                         "where missing values go, or impute them first")
     n, dims = np.shape(X)
     for name, value in (("y", y), ("weight", weight)):
         if np.shape(value) != (n,):
@@ -231,29 +248,32 @@ def _grow(X, y, weight, key, config: GrowConfig):
         candidate = (total >= config.min_split) & (depth < config.max_depth)
         if config.stop_pure or config.partition == "cart":
             candidate &= (counts > 0).sum(axis=1) > 1
-        feature, threshold, found = split_rule(pos, cells, depth, candidate)
+        feature, threshold, found, missing_right = split_rule(pos, cells, depth, candidate)
         splits = candidate & found
         rank = jnp.cumsum(splits, dtype=jnp.int32) - 1
         over = splits & (rank >= W // 2)
         splits &= ~over
         feature = jnp.where(splits, feature, 0).astype(jnp.int32)
         threshold = jnp.where(splits, threshold, 0).astype(dtype)
-        pos = _route_rows(Z, pos, splits, rank, feature, threshold)
+        missing_right &= splits
+        pos = _route_rows(Z, pos, splits, rank, feature, threshold, missing_right)
         if config.partition == "dyadic":               # the other rules do not read cells
             cells = _child_cells(cells, splits, rank, feature, threshold)
-        return (pos, cells, capped + over.sum(dtype=jnp.int32)), (splits, feature, threshold)
+        return ((pos, cells, capped + over.sum(dtype=jnp.int32)),
+                (splits, feature, threshold, missing_right))
 
     start = jnp.where(live, 0, W).astype(jnp.int32)
     cells = (jnp.zeros((W, dims), dtype), jnp.ones((W, dims), dtype)) \
         if config.partition == "dyadic" else ()
-    (_, _, capped), (split, feature, threshold) = jax.lax.scan(
+    (_, _, capped), (split, feature, threshold, missing_right) = jax.lax.scan(
         level, (start, cells, jnp.zeros((), jnp.int32)),
         jnp.arange(config.max_depth + 1, dtype=jnp.int32))
     layout = _layout(split)
     tree = Tree(feature=feature.reshape(-1), threshold=threshold.reshape(-1),
                 internal=split.reshape(-1), left_child=layout.left_child(),
                 node_depth=jnp.asarray(layout.node_depth()), shift=shift, inv_scale=inv_scale,
-                layout=layout, clip=config.partition == "dyadic")
+                layout=layout, clip=config.partition == "dyadic",
+                missing_right=missing_right.reshape(-1) if config.partition == "cart" else None)
     depth = split.any(axis=1).sum().astype(jnp.int32)
     return tree, GrowInfo(capped=capped.astype(jnp.int32), depth=depth)
 
@@ -287,12 +307,15 @@ def _node_counts(pos, y, weight, W, num_classes):
     return counts[:W * num_classes].reshape(W, num_classes)
 
 
-def _route_rows(Z, pos, splits, rank, feature, threshold):
-    """Each row's position in the next level (``W`` once its node does not split)."""
+def _route_rows(Z, pos, splits, rank, feature, threshold, missing_right):
+    """Each row's position in the next level (``W`` once its node does not split); a NaN value
+    goes where ``missing_right`` says."""
     W = splits.shape[0]
     extend = lambda a, fill: jnp.concatenate([a, jnp.full(1, fill, a.dtype)])  # noqa: E731
     f = extend(feature, 0)[pos]
-    go_right = jnp.take_along_axis(Z, f[:, None], axis=1)[:, 0] > extend(threshold, 0)[pos]
+    value = jnp.take_along_axis(Z, f[:, None], axis=1)[:, 0]
+    go_right = jnp.where(jnp.isnan(value), extend(missing_right, False)[pos],
+                         value > extend(threshold, 0)[pos])
     child = 2 * extend(rank, 0)[pos] + go_right
     return jnp.where(extend(splits, False)[pos], child, W).astype(jnp.int32)
 
@@ -335,7 +358,8 @@ def _layout(split):
 
 # -- split rules ----------------------------------------------------------------------------------
 def _split_rule(Z, y, weight, config: GrowConfig, key):
-    """``rule(pos, cells, depth, candidate) -> (feature [W], threshold [W], found [W])``."""
+    """``rule(pos, cells, depth, candidate) -> (feature [W], threshold [W], found [W],
+    missing_right [W])``."""
     W, dims = config.width, Z.shape[1]
 
     def subsets(depth):
@@ -364,7 +388,7 @@ def _split_rule(Z, y, weight, config: GrowConfig, key):
             threshold = (jnp.take_along_axis(lo, f, 1) + jnp.take_along_axis(hi, f, 1))[:, 0] / 2
         else:
             threshold = _median_thresholds(Z, order, weight, pos, feature, W)
-        return feature, threshold, jnp.ones(W, bool)
+        return feature, threshold, jnp.ones(W, bool), jnp.zeros(W, bool)
 
     return rule
 
@@ -456,20 +480,57 @@ def _widest_spread(Z, order, weight, pos, W):
     return spread_rule(q1, q3, smallest, largest, xp=jnp).astype(jnp.int32)
 
 
-def _bin_edges(Z, weight, live, bins):
+def _bin_edges(Z, weight, bins, missing: bool):
     """``[D, K-1]`` the quantile edges of :func:`jaxtree.cart.bin_edges` over the weighted rows,
     with repeats kept and edges at or above a column's largest value set to +inf (a repeat or an
-    infinite edge only adds empty bins, whose cuts score as their neighbour's or -inf)."""
-    ranks = jnp.ceil(jnp.arange(1, bins, dtype=Z.dtype) * weight.sum() / bins) - 1
+    infinite edge only adds empty bins, whose cuts score as their neighbour's or -inf). With
+    ``missing``, a column's NaN rows count as weight 0 (its quantiles are its observed values')."""
+    dims, n = Z.shape[1], Z.shape[0]
+    if missing:
+        weights = jnp.where(jnp.isnan(Z), 0, weight[:, None]).T                   # [D, n]
+        Z = jnp.where(jnp.isnan(Z), jnp.inf, Z)
+    else:
+        weights = jnp.broadcast_to(weight, (dims, n))
 
-    def column_edges(rank, values, column):
+    def column_edges(rank, values, column, column_weight):
+        ranks = jnp.ceil(jnp.arange(1, bins, dtype=Z.dtype) * column_weight.sum() / bins) - 1
         # the weight of each distinct value at its first sorted position (rows of weight 0 add
         # nothing), so the search lands on the value of weighted rank r
-        cumulative = jnp.cumsum(jax.ops.segment_sum(weight, rank, num_segments=rank.shape[0]))
+        cumulative = jnp.cumsum(jax.ops.segment_sum(column_weight, rank, num_segments=n))
         edges = values[jnp.searchsorted(cumulative, ranks, side="right")]
-        return jnp.where(edges < jnp.where(live, column, -jnp.inf).max(), edges, jnp.inf)
+        largest = jnp.where(column_weight > 0, column, -jnp.inf).max()
+        return jnp.where(edges < largest, edges, jnp.inf)
 
-    return jax.vmap(column_edges)(*_column_order(Z), Z.T)
+    return jax.vmap(column_edges)(*_column_order(Z), Z.T, weights)
+
+
+def _cut_candidates(hist, has_edge, criterion: str, missing: bool):
+    """Every candidate split of every (slot, feature) from class histograms ``hist``
+    ``[m, F, K (+1), L]`` (with ``missing``, bin K holds the rows missing in that feature) and
+    ``has_edge`` ``[m, F, K-1]``.
+
+    Returns ``(score [m, F, C], cut [C], right [C])``: candidate c cuts at bin edge ``cut[c]``
+    and sends the missing rows right iff ``right[c]``. Without ``missing`` the candidates are the
+    K-1 edges. With it, each edge twice — missing left, then right (so a tie, as where no row is
+    missing, keeps the left one and the first edge, as without ``missing``) — and last the split
+    of the missing rows from the others (edge K-1: +inf, missing right)."""
+    if not missing:
+        bins = hist.shape[2]
+        return (cut_scores(hist, criterion, has_edge, xp=jnp),
+                np.arange(bins - 1), np.zeros(bins - 1, bool))
+    observed, lost = hist[:, :, :-1], hist[:, :, -1:]
+    bins = observed.shape[2]
+    no = jnp.zeros_like(has_edge[..., :1])
+    # missing left: their bin first (its own cut, the missing-only split, is taken below)
+    left = cut_scores(jnp.concatenate([lost, observed], axis=2), criterion,
+                      jnp.concatenate([no, has_edge], axis=-1), xp=jnp)[:, :, 1:]
+    right = cut_scores(jnp.concatenate([observed, lost], axis=2), criterion,
+                       jnp.concatenate([has_edge, ~no], axis=-1), xp=jnp)
+    paired = jnp.stack([left, right[:, :, :-1]], axis=3).reshape(*left.shape[:2], -1)
+    score = jnp.concatenate([paired, right[:, :, -1:]], axis=2)
+    cut = np.append(np.repeat(np.arange(bins - 1), 2), bins - 1)
+    side = np.append(np.tile([False, True], bins - 1), True)
+    return score, cut, side
 
 
 def _cart_rule(Z, y, weight, config: GrowConfig, subsets):
@@ -477,12 +538,16 @@ def _cart_rule(Z, y, weight, config: GrowConfig, subsets):
     ``subsets``: None (every feature) or ``depth -> [W, k]`` the features each position may
     split on; then only those k columns are counted and scored."""
     W, (n, dims), K, L = config.width, Z.shape, config.bins, config.num_classes
-    edges = _bin_edges(Z, weight, weight > 0, K)                            # [D, K-1]
+    edges = _bin_edges(Z, weight, K, config.missing)                         # [D, K-1]
     binned = jax.vmap(lambda e, c: jnp.searchsorted(e, c, side="left"), out_axes=1)(
         edges, Z.T).astype(jnp.int32)                                        # [n, D]
     seed = tie_seed(config.random_state)
     has_edge = jnp.isfinite(edges)
     k = dims if subsets is None else config.max_features
+    if config.missing:                  # bin K: missing; its cut's threshold is +inf
+        binned = jnp.where(jnp.isnan(Z), K, binned)
+        edges = jnp.concatenate([edges, jnp.full((dims, 1), jnp.inf, edges.dtype)], axis=1)
+    bins = K + config.missing
 
     def search(width, slot, depth, at):
         """The rule on ``width`` candidate slots: row i counts in slot ``slot[i]`` (dropped at
@@ -498,18 +563,22 @@ def _cart_rule(Z, y, weight, config: GrowConfig, subsets):
             row_bins = jnp.take_along_axis(binned, row_features, axis=1)   # [n, k]
         # each row's (slot, j-th feature of its slot, bin, class) cell
         segment = ((jnp.minimum(slot, width)[:, None] * k + jnp.arange(k, dtype=jnp.int32))
-                   * K + row_bins) * L + y[:, None]
+                   * bins + row_bins) * L + y[:, None]
         hist = jax.ops.segment_sum(jnp.broadcast_to(weight[:, None], (n, k)).reshape(-1),
-                                   segment.reshape(-1), num_segments=(width + 1) * k * K * L)
-        hist = hist[:width * k * K * L].reshape(width, k, K, L)
-        score = cut_scores(hist, config.criterion, has_edge[features], xp=jnp)
+                                   segment.reshape(-1), num_segments=(width + 1) * k * bins * L)
+        hist = hist[:width * k * bins * L].reshape(width, k, bins, L)
+        score, cut_of, right_of = _cut_candidates(hist, has_edge[features], config.criterion,
+                                                  config.missing)
         feature_best = score.max(axis=2)
         feature_cut = jnp.argmax(near_best(score, feature_best[:, :, None], xp=jnp), axis=2)
-        chosen, cut, found = pick_split(feature_best, feature_cut, priority, xp=jnp)
+        chosen, candidate, found = pick_split(feature_best, feature_cut, priority, xp=jnp)
         feature = jnp.take_along_axis(features, chosen[:, None], axis=1)[:, 0]
+        cut = jnp.asarray(cut_of)[candidate]
+        missing_right = _missing_side(hist[jnp.arange(width), chosen], cut,
+                                      jnp.asarray(right_of)[candidate], config.missing)
         pad = (0, W - width)
         return (jnp.pad(feature, pad), jnp.pad(edges[feature, cut], pad),
-                jnp.pad(found, pad))
+                jnp.pad(found, pad), jnp.pad(missing_right, pad))
 
     # only the level's candidates are searched, packed into the first slots, at the smallest
     # width that holds them: the cost of a level follows its candidates, not W
@@ -521,10 +590,25 @@ def _cart_rule(Z, y, weight, config: GrowConfig, subsets):
                                                      mode="drop")
         slot = jnp.concatenate([slot_of, jnp.full(1, W, jnp.int32)])[pos]
         branch = jnp.searchsorted(jnp.array(widths), candidate.sum(), side="left")
-        feature, threshold, found = jax.lax.switch(
+        feature, threshold, found, missing_right = jax.lax.switch(
             branch, [lambda s, d, a, width=width: search(width, s, d, a[:width])
                      for width in widths], slot, depth, at)
         back = jnp.minimum(slot_of, W - 1)
-        return feature[back], threshold[back], found[back] & candidate
+        return feature[back], threshold[back], found[back] & candidate, missing_right[back]
 
     return rule
+
+
+def _missing_side(hist, cut, scored_right, missing: bool):
+    """``[m]`` bool, where each node's missing values go: ``scored_right`` (the better side)
+    where the node had rows missing in its split feature, else the child of larger weight (ties
+    right, as scikit-learn's trees). ``hist`` ``[m, K (+1), L]``: the node's class histogram in its split feature; ``cut``
+    ``[m]``: its cut's bin edge."""
+    weights = hist.sum(axis=2)
+    observed = weights[:, :-1] if missing else weights
+    left = jnp.take_along_axis(jnp.cumsum(observed, axis=1),
+                               jnp.minimum(cut, observed.shape[1] - 1)[:, None], axis=1)[:, 0]
+    larger_right = observed.sum(axis=1) - left >= left
+    if not missing:
+        return larger_right
+    return jnp.where(weights[:, -1] > 0, scored_right, larger_right)

@@ -27,8 +27,7 @@ import jax.numpy as jnp
 
 from jaxtree.engine import subtree_log_weights, tree_membership
 from jaxtree.stats import NodeStats
-from jaxtree.tree import Tree, check_node_arrays, route
-from jaxtree.validation import check_points
+from jaxtree.tree import Tree, check_node_arrays, check_tree_points, route
 
 Array = jax.Array
 
@@ -152,7 +151,7 @@ def hs_vote(tree: Tree, estimates: Array, log_weights: Array, X: Array) -> Array
         >>> print(np.asarray(jaxtree.hs_vote(tree, estimates, log_w, X)).round(3))
         [0.434 0.681 0.768 0.768]
     """
-    check_points(X, tree.num_features)  # values too, before tracing
+    check_tree_points(tree, X)  # values too, before tracing
     return _hs_vote(tree, estimates, log_weights, X)
 
 

@@ -130,7 +130,8 @@ def _check_depth(max_depth):
 
 def _split_text(model, node: int, names: Sequence[str], decimals: int) -> tuple[str, str]:
     """``("<name> <= t", "<name> >  t")`` of an internal node, the threshold in the units of
-    ``X`` (the builder's scaling undone); an oblique node's hyperplane in scaled units."""
+    ``X`` (the builder's scaling undone), ``" or NaN"`` on the side missing values take where
+    the tree routes them; an oblique node's hyperplane in scaled units."""
     tree = model.tree_
     t = float(tree.threshold[node])
     if tree.coef is not None:
@@ -139,7 +140,12 @@ def _split_text(model, node: int, names: Sequence[str], decimals: int) -> tuple[
         return f"{terms} <  {t:.{decimals}f}", f"{terms} >= {t:.{decimals}f}"
     d = int(tree.feature[node])
     value = t / float(tree.inv_scale[d]) + float(tree.shift[d])
-    return f"{names[d]} <= {value:.{decimals}f}", f"{names[d]} >  {value:.{decimals}f}"
+    left, right = f"{names[d]} <= {value:.{decimals}f}", f"{names[d]} >  {value:.{decimals}f}"
+    if tree.routes_missing:                 # the side that a missing value (NaN) takes
+        if bool(tree.missing_right[node]):
+            return left, right + " or NaN"
+        return left + " or NaN", right
+    return left, right
 
 
 def _node_summary(model, node: int, weight: float, decimals: int) -> list[str]:

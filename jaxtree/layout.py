@@ -319,7 +319,9 @@ def pad_complete(tree: Tree, depth: int, num_features: int) -> Tree:
                 node_depth=jax.device_put(layout.node_depth()),
                 shift=pad(tree.shift, (0, more)),
                 inv_scale=pad(tree.inv_scale, (0, more), 1),
-                layout=layout, clip=tree.clip, coef=coef)
+                layout=layout, clip=tree.clip, coef=coef,
+                missing_right=None if tree.missing_right is None
+                else pad(tree.missing_right, (0, extra)))
 
 
 def resolve_layout(layout, node_array):

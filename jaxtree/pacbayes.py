@@ -44,8 +44,8 @@ import numpy as np
 
 from jaxtree.engine import child_values, log_weights_from_offsets, tree_membership
 from jaxtree.stats import NodeStats, class_frequencies
-from jaxtree.tree import Tree, check_node_arrays, route
-from jaxtree.validation import check_finite, check_num_classes, check_points, check_real
+from jaxtree.tree import Tree, check_node_arrays, check_tree_points, route
+from jaxtree.validation import check_finite, check_num_classes, check_real
 
 Array = jax.Array
 
@@ -351,7 +351,7 @@ def vote(tree: Tree, label: Array, log_weights: Array, X: Array, num_classes: in
          [0.    1.   ]]
     """
     check_num_classes(num_classes)
-    check_points(X, tree.num_features)  # values too, before tracing
+    check_tree_points(tree, X)  # values too, before tracing
     return _vote(tree, label, log_weights, X, num_classes)
 
 
@@ -423,7 +423,7 @@ def posterior_predictive(tree: Tree, node_proba: Array, log_weights: Array, X: A
     Returns:
       ``[n, L]`` float probabilities.
     """
-    check_points(X, tree.num_features)  # values too, before tracing
+    check_tree_points(tree, X)  # values too, before tracing
     shape = np.shape(node_proba)
     if len(shape) != 2 or shape[0] != tree.num_nodes:
         raise ValueError(f"node_proba must be [nodes, L] = [{tree.num_nodes}, L] for this tree; "

@@ -23,8 +23,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxtree.tree import Tree, route
-from jaxtree.validation import (check_num_classes, check_points, check_sample_labels,
+from jaxtree.tree import Tree, check_tree_points, route
+from jaxtree.validation import (check_num_classes, check_sample_labels,
                                 check_sample_weight, is_traced)
 
 Array = jax.Array
@@ -237,7 +237,7 @@ def _node_stats(tree, X, y, num_classes, sample_weight):
 
 def _check_sample(tree, X, y, num_classes, sample_weight):
     check_num_classes(num_classes)
-    check_points(X, tree.num_features)
+    check_tree_points(tree, X)
     n = np.shape(X)[0]
     check_sample_labels(y, n, num_classes)
     if sample_weight is not None:

@@ -6,6 +6,11 @@ scaled point ``z`` to its right child iff ``z[feature[A]] > threshold[A]`` (``<=
 tie rule is pinned by a test), to the slot ``left_child[A] + 1`` if right, ``left_child[A]`` if left.
 An oblique tree (:mod:`jaxtree.oblique`) holds a hyperplane per node in ``coef``: right iff
 ``coef[A]·z >= threshold[A]`` (docs/theory/oblique.md).
+
+**Missing values.** A tree with ``missing_right`` (the CART trees of :func:`jaxtree.grow_tree`)
+routes a point whose ``feature[A]`` coordinate is NaN to the right child iff
+``missing_right[A]``, the side the split learnt for missing values (docs/theory/missing.md);
+the other trees refuse NaN.
 """
 
 from __future__ import annotations
@@ -25,7 +30,7 @@ Array = jax.Array
 @functools.partial(
     jax.tree_util.register_dataclass,
     data_fields=["feature", "threshold", "internal", "left_child", "node_depth", "shift",
-                 "inv_scale", "layout", "coef"],
+                 "inv_scale", "layout", "coef", "missing_right"],
     meta_fields=["clip"])
 @dataclasses.dataclass(frozen=True)
 class Tree:
@@ -43,6 +48,8 @@ class Tree:
         clip: static bool; clip scaled points to ``[0, 1]`` (dyadic trees).
         coef: ``[nodes, D]`` float hyperplane normals of an oblique tree (``feature`` unused),
             or None for an axis-aligned tree.
+        missing_right: ``[nodes]`` bool, True where a point missing (NaN) in ``feature[A]`` goes
+            to the right child; None for a tree that refuses NaN (module docstring).
 
     Float arrays are float32, or float64 with ``jax_enable_x64``. A point goes to the left
     child of an axis-aligned node when its scaled ``feature`` coordinate is ``<= threshold``.
@@ -79,6 +86,7 @@ class Tree:
     layout: object
     clip: bool = False
     coef: Optional[Array] = None
+    missing_right: Optional[Array] = None
 
     @property
     def num_nodes(self) -> int:
@@ -104,6 +112,11 @@ class Tree:
     def num_features(self) -> int:
         return self.shift.shape[0]
 
+    @property
+    def routes_missing(self) -> bool:
+        """Whether NaN coordinates are routed (by ``missing_right``) rather than refused."""
+        return self.missing_right is not None
+
 
 def check_node_arrays(tree: Tree, **arrays) -> None:
     """Raise unless every named array is ``[nodes]`` for ``tree`` (shapes are static, so this
@@ -112,6 +125,13 @@ def check_node_arrays(tree: Tree, **arrays) -> None:
     if wrong:
         raise ValueError(f"{', '.join(wrong)} must be [nodes] = [{tree.num_nodes}] for this "
                          f"tree; got {wrong}")
+
+
+def check_tree_points(tree: Tree, X, name: str = "X") -> None:
+    """Raise unless ``X`` holds points to route down ``tree``: ``[n, D]``, real, finite — or NaN
+    where the tree routes missing values (:attr:`Tree.routes_missing`). Shapes only when
+    traced."""
+    check_points(X, tree.num_features, name, allow_nan=tree.routes_missing)
 
 
 def scale_points(tree: Tree, X: Array) -> Array:
@@ -125,7 +145,8 @@ def route(tree: Tree, X: Array) -> tuple[Array, Array]:
 
     Args:
       tree: the tree.
-      X: ``[n, D]`` real (int, float or bool), finite, unscaled points.
+      X: ``[n, D]`` real (int, float or bool), finite, unscaled points; NaN (missing) allowed
+        where the tree routes it (:attr:`Tree.routes_missing`).
 
     Returns:
       path: ``[n, levels]`` int32, the slot of the node containing each point at each level; after
@@ -135,7 +156,7 @@ def route(tree: Tree, X: Array) -> tuple[Array, Array]:
 
     Raises:
       ValueError, TypeError: ``X`` of another shape than ``[n, D]``, not real, or (when
-        concrete) holding NaN or inf, which would be routed silently to the left.
+        concrete) holding inf, or NaN that the tree does not route.
 
     Example:
         Points 2 and 3 stop at slot 2, a leaf of T0 at level 1 (its slot is repeated, and
@@ -151,7 +172,7 @@ def route(tree: Tree, X: Array) -> tuple[Array, Array]:
         >>> on_path.tolist()
         [[True, True, True], [True, True, True], [True, True, False], [True, True, False]]
     """
-    check_points(X, tree.num_features)
+    check_tree_points(tree, X)
     return _route(tree, X)
 
 
@@ -162,7 +183,10 @@ def _route(tree: Tree, X: Array) -> tuple[Array, Array]:
 
     def step(node, _):
         if tree.coef is None:
-            go_right = Z[rows, tree.feature[node]] > tree.threshold[node]
+            value = Z[rows, tree.feature[node]]
+            go_right = value > tree.threshold[node]
+            if tree.missing_right is not None:
+                go_right = jnp.where(jnp.isnan(value), tree.missing_right[node], go_right)
         else:
             go_right = jnp.einsum("nd,nd->n", Z, tree.coef[node]) >= tree.threshold[node]
         go_right = go_right.astype(node.dtype)

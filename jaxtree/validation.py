@@ -35,6 +35,21 @@ def is_traced(x) -> bool:
     return isinstance(x, jax.core.Tracer)
 
 
+def holds_nan(X) -> bool:
+    """Whether a concrete float ``X`` holds NaN (False when traced or not floating). A NumPy
+    array is read :data:`FINITE_CHECK_ROWS` rows at a time."""
+    if is_traced(X) or not np.issubdtype(_dtype(X), np.inexact):
+        return False
+    if isinstance(X, jax.Array):
+        with jax.ensure_compile_time_eval():
+            return bool(jnp.isnan(X).any())
+    X = np.asarray(X)
+    if X.ndim == 0:
+        return bool(np.isnan(X))
+    return any(np.isnan(X[i:i + FINITE_CHECK_ROWS]).any()
+               for i in range(0, len(X), FINITE_CHECK_ROWS))
+
+
 def check_features(X, name: str = "X", min_samples: int = 2) -> np.ndarray:
     """A feature matrix for the builders: ``[n, D]`` (``n >= min_samples``, ``D >= 1``) of real
     numbers (int, float or bool), finite. Returns it as a NumPy array in :func:`float_dtype`."""
@@ -67,16 +82,17 @@ def check_labels(y, n: int, name: str = "y") -> np.ndarray:
     return y.astype(np.int32)
 
 
-def check_points(X, num_features: int, name: str = "X") -> None:
+def check_points(X, num_features: int, name: str = "X", allow_nan: bool = False) -> None:
     """Points to route down a tree with ``num_features`` features: ``[n, num_features]``, real,
-    finite (when concrete). Works on traced values (shape and dtype only)."""
+    finite (when concrete; NaN allowed with ``allow_nan``, for a tree that routes missing
+    values). Works on traced values (shape and dtype only)."""
     _refuse_sparse(X, name)
     shape = np.shape(X)
     if len(shape) != 2 or shape[1] != num_features:
         raise ValueError(f"{name} must be [n, {num_features}] for this tree (one row per point, "
                          f"{num_features} features); got shape {shape}")
     check_real(X, name)
-    check_finite(X, name)
+    check_finite(X, name, allow_nan)
 
 
 def check_sample_labels(y, n: int, num_classes: Optional[int], name: str = "y") -> None:
@@ -124,22 +140,26 @@ def check_real(x, name: str) -> None:
                         f"sklearn.preprocessing.OrdinalEncoder)")
 
 
-def check_finite(x, name: str) -> None:
-    """Raise a ValueError if a concrete ``x`` holds NaN or ±inf (skipped when traced). A NumPy
-    array is read :data:`FINITE_CHECK_ROWS` rows at a time: a memory-mapped sample larger than
-    memory stays on disk."""
+def check_finite(x, name: str, allow_nan: bool = False) -> None:
+    """Raise a ValueError if a concrete ``x`` holds NaN (unless ``allow_nan``) or ±inf (skipped
+    when traced). A NumPy array is read :data:`FINITE_CHECK_ROWS` rows at a time: a
+    memory-mapped sample larger than memory stays on disk."""
     if is_traced(x) or not np.issubdtype(_dtype(x), np.inexact):
         return
     if isinstance(x, jax.Array):
         # a concrete array closed over by a caller's jit: evaluate now, not into the trace
         with jax.ensure_compile_time_eval():
-            finite = bool(jnp.isfinite(x).all())
+            finite = bool((jnp.isfinite(x) | (allow_nan & jnp.isnan(x))).all())
     else:
         x = np.asarray(x)
         blocks = [x] if x.ndim == 0 else (x[i:i + FINITE_CHECK_ROWS]
                                           for i in range(0, len(x), FINITE_CHECK_ROWS))
-        finite = all(np.isfinite(block).all() for block in blocks)
+        finite = all((np.isfinite(block) | (allow_nan & np.isnan(block))).all()
+                     for block in blocks)
     if not finite:
+        if allow_nan:
+            raise ValueError(f"{name} contains infinite values; clip or drop them first (NaN "
+                             f"marks a missing value)")
         raise ValueError(f"{name} contains NaN or infinite values; impute or drop them first")
 
 
