@@ -61,7 +61,9 @@ def load_problem(name: str, seed: int):
 
 def split(X, y, seed: int):
     from sklearn.model_selection import train_test_split
-    return train_test_split(X, y, test_size=0.3, random_state=seed, stratify=y)
+    counts = np.unique(y, return_counts=True)[1]
+    return train_test_split(X, y, test_size=0.3, random_state=seed,
+                            stratify=y if counts.min() >= 2 else None)
 
 
 def with_missing(X, fraction: float, seed: int):

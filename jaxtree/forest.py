@@ -38,7 +38,7 @@ from jaxtree.grow import GrowConfig
 from jaxtree.pacbayes import node_predictive, pacbayes_log_weights
 from jaxtree.select import LOG_GRID
 from jaxtree.stats import DEFAULT_SMOOTHING, class_frequencies, node_stats
-from jaxtree.tree import Tree, route
+from jaxtree.tree import Tree, leaf_of
 from jaxtree.validation import float_dtype, holds_nan
 from jaxtree.vote_bounds import WEIGHTS, ForestCertificate, forest_certificate
 
@@ -150,7 +150,7 @@ def grid_predictive_sums(trees, stats, node_proba, lams, X, tree_weight, chunk=T
         (steps, chunk) + weight.shape[1:]),)
 
     def per_tree(tree, stat, proba, w):
-        leaf = route(tree, X)[0][:, -1]
+        leaf = leaf_of(tree, X)
         def at(lam):
             log_w = pacbayes_log_weights(tree, stat, lam[0], lam[1])
             return node_predictive(tree, proba, log_w)[leaf]
@@ -170,7 +170,7 @@ def tree_labels(trees, stats, node_proba, lam, X):
     def one(tree, stat, proba):
         log_w = pacbayes_log_weights(tree, stat, lam[0], lam[1])
         labels = jnp.argmax(node_predictive(tree, proba, log_w), axis=1)
-        return labels[route(tree, X)[0][:, -1]]
+        return labels[leaf_of(tree, X)]
     return jax.lax.map(lambda a: one(*a), (trees, stats, node_proba))
 
 
