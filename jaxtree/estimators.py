@@ -214,12 +214,22 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         ``n_samples_`` (rows of positive weight) first."""
         self._num_rows = int(np.count_nonzero(weight))
         self._total_weight = float(weight.sum())
-        # the folds a sample this small can be cross-validated with (warns when fewer)
-        self._cv_plan = (select.small_sample_folds(self._num_rows, getattr(self, "cv", 2),
-                                                   self._per_fold_trees())
-                         if getattr(self, "tune", None) is not None and self._num_rows >= 2
-                         else (getattr(self, "cv", 2), self._per_fold_trees()))
-        return shapes.pad_sample(X, y, weight, shapes.fit_rows(X.shape[0], self._shape_family(X)))
+        rows = shapes.fit_rows(X.shape[0], self._shape_family(X))
+        cv, tuned = getattr(self, "cv", 2), getattr(self, "tune", None) is not None
+        self._cv_splits = None
+        if tuned and not isinstance(cv, (int, np.integer)):
+            # a splitter or (train, test) pairs, as GridSearchCV takes them
+            with _naming("cv"):
+                masks = select.split_masks(cv, X, y, classifier=True)
+            self._cv_splits = shapes.pad_rows(
+                fitting.split_weights(*masks, weight).transpose(2, 0, 1), rows).transpose(1, 2, 0)
+            self._cv_plan = (len(masks[0]), self._per_fold_trees())
+        elif tuned and self._num_rows >= 2:
+            # the folds a sample this small can be cross-validated with (warns when fewer)
+            self._cv_plan = select.small_sample_folds(self._num_rows, cv, self._per_fold_trees())
+        else:
+            self._cv_plan = (cv, self._per_fold_trees())
+        return shapes.pad_sample(X, y, weight, rows)
 
     def _shape_family(self, X) -> tuple:
         """What else than the row count fixes the compiled programs' shapes."""
@@ -376,7 +386,7 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         config = self._fit_config(X, weight)
         grow_key, fold_key = fitting.fit_keys(self._key())
         return _cv_folds(X, y, weight, fold_key, grow_key, self.tree_, config,
-                         len(self.classes_))
+                         len(self.classes_), None, getattr(self, "_cv_splits", None))
 
     def _tune_by_bound(self):
         """``(best_params, results)`` of ``tune="bound"``: only a model with a PAC-Bayes
@@ -502,7 +512,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         whose tree and sample fit shapes already compiled does not (:mod:`jaxtree.shapes`),
         and :func:`jaxtree.enable_compilation_cache` keeps the compiled programs across
         processes. Give ``lam1`` and ``lam2`` (or ``tune=None``) to skip the search.
-      cv, random_state: number of CV folds and the seed that deals them (and, with
+      cv, random_state: number of CV folds (or a scikit-learn splitter, or an iterable of
+        ``(train, test)`` index arrays) and the seed that deals them (and, with
         ``partition="cart"``, breaks ties between features in the grown tree).
       cv_trees: which T0 the CV folds use. ``"auto"`` (default): a T0 grown on each fold's
         training part for a label-aware partition (``"cart"``: grown on all points, its leaves
@@ -665,7 +676,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         def run(config):
             model = fitting.fit_with_config(X, y, weight, self._key(), config,
                                             **{k: v for k, v in given.items() if v is not None},
-                                            delta=self.delta, smoothing=self.smoothing)
+                                            delta=self.delta, smoothing=self.smoothing,
+                                            splits=self._cv_splits)
             return model, model.capped
 
         model, config = fitting.widen_until_uncapped(run, config, X.shape)
@@ -789,7 +801,9 @@ class PrunedTreeClassifier(TreeClassifierBase):
         penalty, so the validation error has no useful gradient. ``"rep"`` and
         ``"min_size"`` with ``selection="cv"`` have nothing to tune (their hold-out part picks
         the pruning): ``best_params_`` is then ``{}``.
-      cv: number of CV folds of the tuning.
+      cv: number of CV folds of the tuning (the distinct rows dealt by ``random_state``), or a
+        scikit-learn splitter or an iterable of ``(train, test)`` index arrays, as
+        ``GridSearchCV`` takes.
       random_state: seed of the S1/S2 split and of the CV folds (and, with ``partition="cart"``,
         of the ties between features in the grown tree).
       cv_trees: which T0 the CV folds use, as in :class:`PACBayesTreeClassifier`: ``"auto"``
@@ -1006,7 +1020,8 @@ class HSVoteClassifier(TreeClassifierBase):
         the smoothed validation loss in log η, from ``eta`` or 1: the vote is smooth in η) or
         None (:class:`TreeClassifierBase`). η weighs a loss summed over a node's points, so it
         is scale-free in n already: a grid in its own units serves every sample size.
-      cv, random_state: number of CV folds and the seed that deals them.
+      cv, random_state: number of CV folds and the seed that deals them; ``cv`` may also be a
+        scikit-learn splitter or an iterable of ``(train, test)`` index arrays.
       cv_trees: which T0 the CV folds use, as in :class:`PACBayesTreeClassifier` (``"auto"``:
         per fold for ``partition="cart"``, shared for KD and dyadic trees).
       bins, class_weight: as in :class:`PACBayesTreeClassifier`.

@@ -283,15 +283,15 @@ def holdout_weights(X: Array, y: Array, weight: Array, key: Array, fraction: flo
 
 
 def cv_folds(X: Array, y: Array, weight: Array, fold_key: Array, grow_key: Array, tree: Tree,
-             config: FitConfig, num_classes: int, fold_trees: Optional[Tree] = None
-             ) -> select.Folds:
+             config: FitConfig, num_classes: int, fold_trees: Optional[Tree] = None,
+             splits: Optional[Array] = None) -> select.Folds:
     """:class:`jaxtree.select.Folds` of a ``config.cv``-fold CV in weights (:func:`fold_weights`):
     every fold's validation part is all ``n`` rows, weighted by its validation weights. With
     ``config.per_fold_trees`` each fold's T0 is grown on its training part
     (:func:`grow_trees` with the keys :func:`fold_tree_keys`; or given, stacked, as
-    ``fold_trees``), else every fold uses ``tree``."""
-    valid = fold_weights(X, y, weight, fold_key, config.cv)
-    train = weight[None, :] - valid
+    ``fold_trees``), else every fold uses ``tree``. ``splits``: None, or ``[2, cv, n]`` the
+    folds' training and validation weights (:func:`split_weights`) in place of the dealt ones."""
+    train, valid = fold_parts(X, y, weight, fold_key, config.cv, splits)
     k = config.cv
     trees = fold_trees
     if config.per_fold_trees and trees is None:
@@ -311,6 +311,21 @@ def cv_folds(X: Array, y: Array, weight: Array, fold_key: Array, grow_key: Array
     labels = jnp.broadcast_to(y, (k,) + y.shape)
     return select.Folds(train=stats, path=path, on_path=on_path, label=labels,
                         weight=valid.astype(tree.threshold.dtype), tree=trees)
+
+
+def fold_parts(X, y, weight, fold_key, folds: int, splits=None) -> tuple[Array, Array]:
+    """``(train, valid)`` ``[folds, n]`` weights of the CV's parts: the dealt folds
+    (:func:`fold_weights`), or the given ``splits`` ``[2, folds, n]``."""
+    if splits is not None:
+        return splits[0], splits[1]
+    valid = fold_weights(X, y, weight, fold_key, folds)
+    return weight[None, :] - valid, valid
+
+
+def split_weights(in_train, in_valid, weight) -> np.ndarray:
+    """``[2, k, n]`` the training and validation weights of explicit splits (masks ``[k, n]``,
+    :func:`jaxtree.select.split_masks`) of rows weighted by ``weight`` ``[n]``."""
+    return np.stack([in_train * weight, in_valid * weight])
 
 
 def fold_tree_keys(grow_key: Array, folds: int) -> Array:
@@ -483,9 +498,10 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
 
 
 def fit_with_config(X, y, weight, key, config: FitConfig, *, lam1=None, lam2=None, delta=0.05,
-                    smoothing=DEFAULT_SMOOTHING) -> FittedTree:
+                    smoothing=DEFAULT_SMOOTHING, splits=None) -> FittedTree:
     """:func:`fit` with its static options in ``config`` (:func:`fit_config`); the estimators'
-    entry point. ``weight`` None: ones; ``key`` None: ``PRNGKey(0)``."""
+    entry point. ``weight`` None: ones; ``key`` None: ``PRNGKey(0)``; ``splits``: None (the CV
+    deals its folds) or ``[2, cv, n]`` the folds' training and validation weights."""
     dtype = jnp.zeros(0).dtype
     X = jnp.asarray(X, dtype)
     weight = jnp.ones(X.shape[0], dtype) if weight is None else jnp.asarray(weight, dtype)
@@ -494,17 +510,18 @@ def fit_with_config(X, y, weight, key, config: FitConfig, *, lam1=None, lam2=Non
     lam = {"lam1": nan if lam1 is None else jnp.asarray(lam1, dtype),
            "lam2": nan if lam2 is None else jnp.asarray(lam2, dtype)}
     return _fit(X, jnp.asarray(y, jnp.int32), weight, key, lam, jnp.asarray(delta, dtype),
-                jnp.asarray(smoothing, dtype), config)
+                jnp.asarray(smoothing, dtype), config,
+                None if splits is None else jnp.asarray(splits, dtype))
 
 
 @functools.partial(jax.jit, static_argnames="config")
-def _fit(X, y, weight, key, lam, delta, smoothing, config: FitConfig) -> FittedTree:
+def _fit(X, y, weight, key, lam, delta, smoothing, config: FitConfig, splits=None) -> FittedTree:
     num_classes = config.grow.num_classes
     grow_key, fold_key = fit_keys(key)
     fold_trees = None
     if config.tuned and config.per_fold_trees:
         # T0 and the folds' trees in one loop: one copy of the builder in the program
-        train = weight[None, :] - fold_weights(X, y, weight, fold_key, config.cv)
+        train = fold_parts(X, y, weight, fold_key, config.cv, splits)[0]
         trees, infos = grow_trees(
             X, y, jnp.concatenate([weight[None, :], train]),
             jnp.concatenate([grow_key[None], fold_tree_keys(grow_key, config.cv)]), config.grow)
@@ -516,7 +533,7 @@ def _fit(X, y, weight, key, lam, delta, smoothing, config: FitConfig) -> FittedT
     search, cv_error = None, jnp.asarray(jnp.nan, X.dtype)
     if config.tuned:
         folds = cv_folds(X, y, weight, fold_key, grow_key, tree, config, num_classes,
-                         fold_trees)
+                         fold_trees, splits)
         directions = tuple(d for d in select.PACBAYES_DIRECTIONS if d[0] in config.tuned)
         fixed = {name: lam[name] for name in ("lam1", "lam2") if name not in config.tuned}
         if config.proba == "predictive":

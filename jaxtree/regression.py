@@ -32,7 +32,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.model_selection import check_cv
 from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 
 from jaxtree import fitting, prune, select, shapes
@@ -506,10 +505,7 @@ class TreeRegressorBase(RegressorMixin, BaseEstimator):
             in_train = ~in_valid
         else:
             with _naming("cv"):
-                splits = list(check_cv(self.cv).split(X, y))
-            in_train, in_valid = (np.zeros((len(splits), len(y)), bool) for _ in range(2))
-            for f, (train, test) in enumerate(splits):
-                in_train[f, train] = in_valid[f, test] = True
+                in_train, in_valid = select.split_masks(self.cv, X, y, classifier=False)
         train, valid = weight * in_train, weight * in_valid
         if per_fold:
             trees = [shapes.pad_tree(self._build_tree(X, z, w), int(np.count_nonzero(w)))

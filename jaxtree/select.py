@@ -179,6 +179,20 @@ def fold_masks(n: int, folds: int = 2, seed: int = 0) -> np.ndarray:
     return fold_of[None, :] != np.arange(folds)[:, None]
 
 
+def split_masks(cv, X, y, classifier: bool) -> tuple[np.ndarray, np.ndarray]:
+    """``(in_train, in_valid)`` ``[k, n]`` bool: the k splits that ``cv`` — a scikit-learn
+    splitter or an iterable of ``(train, test)`` index arrays, as ``GridSearchCV`` takes — gives
+    on the rows of ``X`` ``[n, D]``, ``y`` ``[n]`` (:func:`sklearn.model_selection.check_cv`)."""
+    from sklearn.model_selection import check_cv
+    splits = list(check_cv(cv, y, classifier=classifier).split(X, y))
+    if not splits:
+        raise ValueError("cv gave no (train, test) split")
+    in_train, in_valid = (np.zeros((len(splits), len(y)), bool) for _ in range(2))
+    for f, (train, test) in enumerate(splits):
+        in_train[f, train] = in_valid[f, test] = True
+    return in_train, in_valid
+
+
 def small_sample_folds(n: int, folds: int, per_fold_trees: bool) -> tuple[int, bool]:
     """``(folds, per_fold_trees)`` that a sample of ``n >= 2`` points can be cross-validated
     with, warning when they differ from the request: at most ``n`` folds (leave-one-out), and

@@ -243,3 +243,19 @@ def test_estimator_agrees_with_the_pure_fit(partition):
     pure = jaxtree.fit(X.astype(np.float32), y, num_classes=3, partition=partition,
                        lam1=3.0, lam2=0.7)
     np.testing.assert_allclose(est.predict_proba(X), jaxtree.predict_proba(pure, X), atol=1e-5)
+
+
+@pytest.mark.parametrize("partition", ["cart", "kd"])
+def test_cv_takes_explicit_splits_as_gridsearchcv_does(partition):
+    """``cv`` as (train, test) index pairs: the folds that ``cv=2`` deals, given explicitly,
+    give the same tuned model (and a scikit-learn splitter is taken too)."""
+    from sklearn.model_selection import KFold
+    from jaxtree import fitting
+    X, y = data(3)
+    masks = fitting.train_masks(X, y, 2)
+    splits = [(np.flatnonzero(m), np.flatnonzero(~m)) for m in masks]
+    dealt = PACBayesTreeClassifier(partition=partition).fit(X, y)
+    given = PACBayesTreeClassifier(partition=partition, cv=splits).fit(X, y)
+    assert given.best_params_ == dealt.best_params_
+    np.testing.assert_array_equal(given.predict_proba(X), dealt.predict_proba(X))
+    assert PACBayesTreeClassifier(partition=partition, cv=KFold(3)).fit(X, y).score(X, y) > 0.8

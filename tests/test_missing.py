@@ -10,6 +10,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from sklearn.base import clone
 from sklearn.tree import DecisionTreeClassifier
 
 import jaxtree
@@ -159,8 +160,11 @@ def test_cart_estimators_fit_and_predict_with_missing_values(estimator):
     assert np.isfinite(proba).all()
     np.testing.assert_allclose(proba.sum(axis=1), 1, atol=1e-5)
     assert model.score(X[160:], y[160:]) > 0.95    # it reads the missingness of feature 3
+    infinite = np.where(np.isnan(X), np.inf, X)
     with pytest.raises(ValueError, match="infinity"):
-        model.predict(np.where(np.isnan(X), np.inf, X)[:5])
+        model.predict(infinite[:5])
+    with pytest.raises(ValueError, match="infinity"):
+        clone(estimator).fit(infinite[:160], y[:160])
 
 
 def test_a_model_fitted_on_complete_data_predicts_rows_with_missing_values():
