@@ -173,8 +173,13 @@ def test_invalid_hyperparameters():
 # sample_weight and class_weight
 def weighted_estimators():
     from jaxtree import HSVoteClassifier, ObliqueTreeClassifier, PrunedTreeClassifier
-    return [PACBayesTreeClassifier(partition="kd"), PACBayesTreeClassifier(partition="dyadic"),
-            PACBayesTreeClassifier(partition="cart"), PACBayesTreeClassifier(certify=True),
+    # the default (CART) and dyadic trees are slow here: scikit-learn's sample-weight
+    # equivalence check runs on the default constructor in the default suite
+    slow = pytest.mark.slow
+    return [PACBayesTreeClassifier(partition="kd"),
+            pytest.param(PACBayesTreeClassifier(partition="dyadic"), marks=slow),
+            pytest.param(PACBayesTreeClassifier(partition="cart"), marks=slow),
+            PACBayesTreeClassifier(certify=True),
             PrunedTreeClassifier(), PrunedTreeClassifier(method="rep"), HSVoteClassifier(),
             ObliqueTreeClassifier(max_depth=2, n_restarts=1, n_jumps=1, n_cycles=1)]
 
@@ -245,11 +250,10 @@ def test_estimator_agrees_with_the_pure_fit(partition):
     np.testing.assert_allclose(est.predict_proba(X), jaxtree.predict_proba(pure, X), atol=1e-5)
 
 
-@pytest.mark.parametrize("partition", ["cart", "kd"])
+@pytest.mark.parametrize("partition", ["cart", pytest.param("kd", marks=pytest.mark.slow)])
 def test_cv_takes_explicit_splits_as_gridsearchcv_does(partition):
     """``cv`` as (train, test) index pairs: the folds that ``cv=2`` deals, given explicitly,
-    give the same tuned model (and a scikit-learn splitter is taken too)."""
-    from sklearn.model_selection import KFold
+    give the same tuned model."""
     from jaxtree import fitting
     X, y = data(3)
     masks = fitting.train_masks(X, y, 2)
@@ -258,4 +262,10 @@ def test_cv_takes_explicit_splits_as_gridsearchcv_does(partition):
     given = PACBayesTreeClassifier(partition=partition, cv=splits).fit(X, y)
     assert given.best_params_ == dealt.best_params_
     np.testing.assert_array_equal(given.predict_proba(X), dealt.predict_proba(X))
-    assert PACBayesTreeClassifier(partition=partition, cv=KFold(3)).fit(X, y).score(X, y) > 0.8
+
+
+@pytest.mark.slow
+def test_cv_takes_a_scikit_learn_splitter():
+    from sklearn.model_selection import KFold
+    X, y = data(3)
+    assert PACBayesTreeClassifier(cv=KFold(3)).fit(X, y).score(X, y) > 0.8

@@ -89,7 +89,7 @@ def test_missing_goes_right_on_a_tie_in_size():
     assert int(jaxtree.leaf_of(tree, np.array([[np.nan]]))[0]) == 5     # slot 4 + 1: right
 
 
-@pytest.mark.parametrize("max_features", [None, 2])
+@pytest.mark.parametrize("max_features", [None, pytest.param(2, marks=pytest.mark.slow)])
 def test_the_missing_value_program_grows_the_same_tree_on_complete_data(max_features):
     X, _, y = problem(2, n=200)
     key = jax.random.key(3)
@@ -114,6 +114,7 @@ def test_missingness_alone_can_be_the_split():
         [y[leaf == t][0] for t in np.asarray(jaxtree.leaf_of(tree, test))], [0, 1, 2])
 
 
+@pytest.mark.slow
 def test_integer_weights_repeat_rows_with_missing_values():
     _, X, y = problem(4, n=120)
     weight = np.random.default_rng(0).integers(0, 3, len(y))
