@@ -216,13 +216,16 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         self._total_weight = float(weight.sum())
         rows = shapes.fit_rows(X.shape[0], self._shape_family(X))
         cv, tuned = getattr(self, "cv", 2), getattr(self, "tune", None) is not None
+        # whether T0 learns where missing values go (a separate program): decided once per fit
+        self._missing = self._routes_missing() and holds_nan(X)
         self._cv_splits = None
         if tuned and not isinstance(cv, (int, np.integer)):
-            # a splitter or (train, test) pairs, as GridSearchCV takes them
+            # a splitter or (train, test) pairs, as GridSearchCV takes them: [2, k, rows]
+            # training and validation weights, the padding rows in neither
             with _naming("cv"):
                 masks = select.split_masks(cv, X, y, classifier=True)
-            self._cv_splits = shapes.pad_rows(
-                fitting.split_weights(*masks, weight).transpose(2, 0, 1), rows).transpose(1, 2, 0)
+            self._cv_splits = np.stack([shapes.pad_rows((mask * weight).T, rows).T
+                                        for mask in masks])
             self._cv_plan = (len(masks[0]), self._per_fold_trees())
         elif tuned and self._num_rows >= 2:
             # the folds a sample this small can be cross-validated with (warns when fewer)
@@ -423,7 +426,7 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
                         bins=getattr(self, "bins", None), cv=folds,
                         lam1=1.0, lam2=1.0, tune=None, random_state=self._tie_seed(),
                         cv_trees="per_fold" if per_fold else "shared",
-                        missing=self._routes_missing() and holds_nan(X))
+                        missing=getattr(self, "_missing", False))
         return fitting.known_width(
             fitting.fit_config(X.shape[0], X.shape[1], **{**settings, **options}), X.shape)
 

@@ -290,7 +290,7 @@ def cv_folds(X: Array, y: Array, weight: Array, fold_key: Array, grow_key: Array
     ``config.per_fold_trees`` each fold's T0 is grown on its training part
     (:func:`grow_trees` with the keys :func:`fold_tree_keys`; or given, stacked, as
     ``fold_trees``), else every fold uses ``tree``. ``splits``: None, or ``[2, cv, n]`` the
-    folds' training and validation weights (:func:`split_weights`) in place of the dealt ones."""
+    folds' training and validation weights in place of the dealt ones."""
     train, valid = fold_parts(X, y, weight, fold_key, config.cv, splits)
     k = config.cv
     trees = fold_trees
@@ -320,12 +320,6 @@ def fold_parts(X, y, weight, fold_key, folds: int, splits=None) -> tuple[Array, 
         return splits[0], splits[1]
     valid = fold_weights(X, y, weight, fold_key, folds)
     return weight[None, :] - valid, valid
-
-
-def split_weights(in_train, in_valid, weight) -> np.ndarray:
-    """``[2, k, n]`` the training and validation weights of explicit splits (masks ``[k, n]``,
-    :func:`jaxtree.select.split_masks`) of rows weighted by ``weight`` ``[n]``."""
-    return np.stack([in_train * weight, in_valid * weight])
 
 
 def fold_tree_keys(grow_key: Array, folds: int) -> Array:
@@ -419,14 +413,14 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
         ((200, 2), True)
     """
     n, dims = _check_data(X, y, num_classes, weight)
-    if missing is None:
-        missing = holds_nan(X)
-    elif not isinstance(missing, bool):
+    if missing is not None and not isinstance(missing, bool):
         raise ValueError(f"missing must be None, True or False; got {missing!r}")
+    found = holds_nan(X)
+    missing = found if missing is None else missing
     if missing and partition != "cart":
         raise ValueError(f"X holds NaN (missing values), which only a CART T0 routes: pass "
                          f"partition='cart' (got {partition!r}) or impute them first")
-    if not missing and holds_nan(X):
+    if found and not missing:
         raise ValueError("X holds NaN: pass missing=True (with partition='cart') to learn where "
                          "missing values go, or impute them first")
     config = fit_config(n, dims, num_classes=num_classes, partition=partition,
