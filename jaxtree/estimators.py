@@ -389,7 +389,8 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         config = self._fit_config(X, weight)
         grow_key, fold_key = fitting.fit_keys(self._key())
         return _cv_folds(X, y, weight, fold_key, grow_key, self.tree_, config,
-                         len(self.classes_), None, getattr(self, "_cv_splits", None))
+                         len(self.classes_), None, getattr(self, "_cv_splits", None),
+                         self._depth_limit(X, weight))
 
     def _tune_by_bound(self):
         """``(best_params, results)`` of ``tune="bound"``: only a model with a PAC-Bayes
@@ -403,7 +404,8 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         grow_key = fitting.fit_keys(self._key())[0]
 
         def run(config):
-            tree, info = _grow_tree(X, y, weight, config.grow, grow_key)
+            tree, info = _grow_tree(X, y, weight, config.grow, grow_key,
+                                    self._depth_limit(X, weight))
             return (tree, info.capped), info.capped
 
         (tree, capped), config = fitting.widen_until_uncapped(run, self._fit_config(X, weight),
@@ -413,12 +415,16 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
 
     def _fit_config(self, X, weight, **options) -> fitting.FitConfig:
         """:func:`jaxtree.fitting.fit_config` of this estimator's T0 and CV for the padded
-        sample ``X`` ``[n', D]``: the default depth follows the sample's total weight (the
-        number of rows it stands for), the level width the padded row count ``n'``."""
+        sample ``X`` ``[n', D]``. The layout's depth and the level width follow the padded row
+        count ``n'`` (the default depth of ``n'`` rows, or of the total weight if larger), the
+        tree's depth the sample's total weight (:meth:`_depth_limit`, an argument of the
+        compiled programs): refits whose samples pad to one ``n'`` share the programs although
+        their default depths differ."""
         if self.partition not in PARTITIONS:
             raise ValueError(f"partition must be one of {PARTITIONS}; got {self.partition!r}")
-        depth = self.max_depth if self.max_depth is not None else fitting.default_max_depth(
-            self.partition, max(2, int(math.ceil(float(np.sum(weight))))), X.shape[1])
+        depth = self.max_depth if self.max_depth is not None else max(
+            fitting.default_max_depth(self.partition, X.shape[0], X.shape[1]),
+            self._depth_limit(X, weight))
         folds, per_fold = getattr(self, "_cv_plan",
                                   (getattr(self, "cv", 2), self._per_fold_trees()))
         settings = dict(num_classes=self._num_stat_classes(), partition=self.partition,
@@ -429,6 +435,15 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
                         missing=getattr(self, "_missing", False))
         return fitting.known_width(
             fitting.fit_config(X.shape[0], X.shape[1], **{**settings, **options}), X.shape)
+
+    def _depth_limit(self, X, weight) -> int:
+        """The depth of T0: ``max_depth``, else the default depth
+        (:func:`jaxtree.fitting.default_max_depth`) of the sample's total weight, the number
+        of rows it stands for (the padding rows count for nothing)."""
+        if self.max_depth is not None:
+            return self.max_depth
+        return fitting.default_max_depth(
+            self.partition, max(2, int(math.ceil(float(np.sum(weight))))), X.shape[1])
 
     def _tie_seed(self) -> int:
         """The seed of a CART T0's ties between features: ``random_state`` when an int."""
@@ -680,7 +695,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
             model = fitting.fit_with_config(X, y, weight, self._key(), config,
                                             **{k: v for k, v in given.items() if v is not None},
                                             delta=self.delta, smoothing=self.smoothing,
-                                            splits=self._cv_splits)
+                                            splits=self._cv_splits,
+                                            depth_limit=self._depth_limit(X, weight))
             return model, model.capped
 
         model, config = fitting.widen_until_uncapped(run, config, X.shape)

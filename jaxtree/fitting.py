@@ -284,18 +284,20 @@ def holdout_weights(X: Array, y: Array, weight: Array, key: Array, fraction: flo
 
 def cv_folds(X: Array, y: Array, weight: Array, fold_key: Array, grow_key: Array, tree: Tree,
              config: FitConfig, num_classes: int, fold_trees: Optional[Tree] = None,
-             splits: Optional[Array] = None) -> select.Folds:
+             splits: Optional[Array] = None, depth_limit=None) -> select.Folds:
     """:class:`jaxtree.select.Folds` of a ``config.cv``-fold CV in weights (:func:`fold_weights`):
     every fold's validation part is all ``n`` rows, weighted by its validation weights. With
     ``config.per_fold_trees`` each fold's T0 is grown on its training part
     (:func:`grow_trees` with the keys :func:`fold_tree_keys`; or given, stacked, as
     ``fold_trees``), else every fold uses ``tree``. ``splits``: None, or ``[2, cv, n]`` the
-    folds' training and validation weights in place of the dealt ones."""
+    folds' training and validation weights in place of the dealt ones. ``depth_limit``: the
+    folds' trees' depth (:func:`jaxtree.grow_tree`)."""
     train, valid = fold_parts(X, y, weight, fold_key, config.cv, splits)
     k = config.cv
     trees = fold_trees
     if config.per_fold_trees and trees is None:
-        trees = grow_trees(X, y, train, fold_tree_keys(grow_key, k), config.grow)[0]
+        trees = grow_trees(X, y, train, fold_tree_keys(grow_key, k), config.grow,
+                           depth_limit)[0]
 
     def one_fold(fold_tree, train_weight):
         stats = node_stats(fold_tree, X, y, num_classes, train_weight)
@@ -327,12 +329,14 @@ def fold_tree_keys(grow_key: Array, folds: int) -> Array:
     return jax.random.split(grow_key, folds)
 
 
-def grow_trees(X: Array, y: Array, weights: Array, keys: Array, config: GrowConfig):
+def grow_trees(X: Array, y: Array, weights: Array, keys: Array, config: GrowConfig,
+               depth_limit=None):
     """``(trees, infos)``: :func:`jaxtree.grow_tree` on each row of ``weights`` ``[m, n]`` with
-    its key, stacked (leading axis m). One tree after the other (a ``lax.map``): batched by
+    its key (and ``depth_limit``), stacked (leading axis m). One tree after the other (a ``lax.map``): batched by
     ``vmap``, the builders' segment sums become batched scatters, ~12× slower on a CPU (two
     folds of 8,192 padded rows of spam, CART: 5.5 s against 0.46 s)."""
-    return jax.lax.map(lambda wk: grow_tree(X, y, wk[0], config, wk[1]), (weights, keys))
+    return jax.lax.map(lambda wk: grow_tree(X, y, wk[0], config, wk[1], depth_limit),
+                       (weights, keys))
 
 
 def fit_keys(key: Array) -> tuple[Array, Array]:
@@ -492,10 +496,14 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
 
 
 def fit_with_config(X, y, weight, key, config: FitConfig, *, lam1=None, lam2=None, delta=0.05,
-                    smoothing=DEFAULT_SMOOTHING, splits=None) -> FittedTree:
+                    smoothing=DEFAULT_SMOOTHING, splits=None, depth_limit=None) -> FittedTree:
     """:func:`fit` with its static options in ``config`` (:func:`fit_config`); the estimators'
     entry point. ``weight`` None: ones; ``key`` None: ``PRNGKey(0)``; ``splits``: None (the CV
-    deals its folds) or ``[2, cv, n]`` the folds' training and validation weights."""
+    deals its folds) or ``[2, cv, n]`` the folds' training and validation weights;
+    ``depth_limit``: the depth of T0 and of the folds' trees, at most ``config.grow.max_depth``
+    (None: that), an argument of the compiled program — the estimators give the default depth
+    of the sample's size here, the layout's depth in ``config``, so refits whose default depths
+    differ share one program."""
     dtype = jnp.zeros(0).dtype
     X = jnp.asarray(X, dtype)
     weight = jnp.ones(X.shape[0], dtype) if weight is None else jnp.asarray(weight, dtype)
@@ -503,13 +511,15 @@ def fit_with_config(X, y, weight, key, config: FitConfig, *, lam1=None, lam2=Non
     nan = jnp.asarray(jnp.nan, dtype)
     lam = {"lam1": nan if lam1 is None else jnp.asarray(lam1, dtype),
            "lam2": nan if lam2 is None else jnp.asarray(lam2, dtype)}
+    depth_limit = config.grow.max_depth if depth_limit is None else depth_limit
     return _fit(X, jnp.asarray(y, jnp.int32), weight, key, lam, jnp.asarray(delta, dtype),
-                jnp.asarray(smoothing, dtype), config,
+                jnp.asarray(smoothing, dtype), jnp.asarray(depth_limit, jnp.int32), config,
                 None if splits is None else jnp.asarray(splits, dtype))
 
 
 @functools.partial(jax.jit, static_argnames="config")
-def _fit(X, y, weight, key, lam, delta, smoothing, config: FitConfig, splits=None) -> FittedTree:
+def _fit(X, y, weight, key, lam, delta, smoothing, depth_limit, config: FitConfig,
+         splits=None) -> FittedTree:
     num_classes = config.grow.num_classes
     grow_key, fold_key = fit_keys(key)
     fold_trees = None
@@ -518,16 +528,17 @@ def _fit(X, y, weight, key, lam, delta, smoothing, config: FitConfig, splits=Non
         train = fold_parts(X, y, weight, fold_key, config.cv, splits)[0]
         trees, infos = grow_trees(
             X, y, jnp.concatenate([weight[None, :], train]),
-            jnp.concatenate([grow_key[None], fold_tree_keys(grow_key, config.cv)]), config.grow)
+            jnp.concatenate([grow_key[None], fold_tree_keys(grow_key, config.cv)]), config.grow,
+            depth_limit)
         tree, info = jax.tree.map(lambda a: a[0], (trees, infos))
         fold_trees = jax.tree.map(lambda a: a[1:], trees)
     else:
-        tree, info = grow_tree(X, y, weight, config.grow, grow_key)
+        tree, info = grow_tree(X, y, weight, config.grow, grow_key, depth_limit)
     stats = node_stats(tree, X, y, num_classes, weight)
     search, cv_error = None, jnp.asarray(jnp.nan, X.dtype)
     if config.tuned:
         folds = cv_folds(X, y, weight, fold_key, grow_key, tree, config, num_classes,
-                         fold_trees, splits)
+                         fold_trees, splits, depth_limit)
         directions = tuple(d for d in select.PACBAYES_DIRECTIONS if d[0] in config.tuned)
         fixed = {name: lam[name] for name in ("lam1", "lam2") if name not in config.tuned}
         if config.proba == "predictive":

@@ -176,7 +176,8 @@ def check_grow_config(config: GrowConfig) -> None:
                              f"{getattr(config, field)!r}")
 
 
-def grow_tree(X, y, weight, config: GrowConfig, key=None) -> tuple[Tree, GrowInfo]:
+def grow_tree(X, y, weight, config: GrowConfig, key=None,
+              depth_limit=None) -> tuple[Tree, GrowInfo]:
     """Grow T0 on weighted rows inside ``jit`` (module docstring).
 
     Args:
@@ -186,6 +187,10 @@ def grow_tree(X, y, weight, config: GrowConfig, key=None) -> tuple[Tree, GrowInf
         as ``k`` copies of it.
       config: the static options (:class:`GrowConfig`).
       key: a ``jax.random`` key, needed with ``config.max_features``.
+      depth_limit: ``[]`` int, may be traced: nodes at this depth are leaves, the levels below
+        it stay empty (default ``config.max_depth``, the layout's depth; a larger value is
+        ``config.max_depth``). A depth that follows the data (a default depth of the sample's
+        size) can so change without changing the compiled program.
 
     Returns:
       tuple: ``(tree, info)``, a :class:`jaxtree.Tree` in a compact layout of depth
@@ -227,11 +232,17 @@ def grow_tree(X, y, weight, config: GrowConfig, key=None) -> tuple[Tree, GrowInf
         if config.max_features > dims:
             raise ValueError(f"GrowConfig.max_features must be <= D = {dims}; got "
                              f"{config.max_features}")
-    return _grow(X, y, weight, key, config)
+    if depth_limit is None:
+        depth_limit = config.max_depth
+    elif not isinstance(depth_limit, jax.core.Tracer) and not (
+            np.ndim(depth_limit) == 0 and np.asarray(depth_limit) >= 0):
+        raise ValueError(f"depth_limit must be an int >= 0 (or None: config.max_depth); got "
+                         f"{depth_limit!r}")
+    return _grow(X, y, weight, key, jnp.asarray(depth_limit, jnp.int32), config)
 
 
 @functools.partial(jax.jit, static_argnames="config")
-def _grow(X, y, weight, key, config: GrowConfig):
+def _grow(X, y, weight, key, depth_limit, config: GrowConfig):
     dtype = float_dtype()
     X = jnp.asarray(X, dtype)
     y = jnp.asarray(y, jnp.int32)
@@ -245,7 +256,8 @@ def _grow(X, y, weight, key, config: GrowConfig):
         pos, cells, capped = carry
         counts = _node_counts(pos, y, weight, W, config.num_classes)
         total = counts.sum(axis=1)
-        candidate = (total >= config.min_split) & (depth < config.max_depth)
+        candidate = (total >= config.min_split) & (depth < jnp.minimum(config.max_depth,
+                                                                        depth_limit))
         if config.stop_pure or config.partition == "cart":
             candidate &= (counts > 0).sum(axis=1) > 1
         feature, threshold, found, missing_right = split_rule(pos, cells, depth, candidate)

@@ -1,5 +1,5 @@
-"""Shared fixtures: run numeric tests in float32 and in float64; the float64 twins of the
-slowest of them run with the slow cases (the float32 case stays in the default run)."""
+"""Shared fixtures: numeric tests run in float32 and in float64 (the float64 twins of the
+slowest of them run with the slow cases, the float32 case stays in the default run)."""
 
 import jax
 import pytest
@@ -35,6 +35,9 @@ SLOW_VARIANTS = {
     "tests/test_docs.py::test_tutorial_code_runs_and_prints_what_the_page_says[jax]",
     # the theory potentials' padding (17 s); the practical ones' runs by default
     "tests/test_shapes.py::test_theory_potentials_ignore_padding[float32]",
+    # explicit CV splits (30 s): scikit-learn's sample-weight check passes them to the default
+    # PACBayesTreeClassifier in the default run
+    "tests/test_estimators.py::test_cv_takes_explicit_splits_as_gridsearchcv_does[cart]",
 }
 
 

@@ -300,3 +300,27 @@ def test_bucketed_baseline_fits_are_identical(make):
         np.testing.assert_array_equal(real_slots(padded.node_log_weights_, exact.tree_,
                                                  padded.tree_), exact.node_log_weights_)
     np.testing.assert_array_equal(proba_p, proba_e)
+
+
+@pytest.mark.parametrize("partition", ["cart", pytest.param("kd", marks=pytest.mark.slow)])
+def test_refit_across_a_default_depth_compiles_nothing(partition):
+    # 120 and 140 rows pad to the same 512 rows but have different default depths (ceil(log2 n)
+    # is 7 and 8): the depth is an argument of the compiled fit, not part of its shape
+    X, y = _data(140, seed=6)
+    compiled = []
+
+    def record(event, duration, **_):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiled.append(event)
+
+    jax.monitoring.register_event_duration_secs_listener(record)
+    try:
+        first = jaxtree.PACBayesTreeClassifier(partition=partition).fit(X[:120], y[:120])
+        compiled.clear()
+        second = jaxtree.PACBayesTreeClassifier(partition=partition).fit(X, y)
+        assert compiled == []
+    finally:
+        jax.monitoring.unregister_event_duration_listener(record)
+    # one layout; the results equal those of exact shapes: test_bucketed_estimator_fits_are_
+    # identical (203 rows padded to 512: default depths 16 and 18)
+    assert first.tree_.num_levels == second.tree_.num_levels
