@@ -332,9 +332,9 @@ def fold_tree_keys(grow_key: Array, folds: int) -> Array:
 def grow_trees(X: Array, y: Array, weights: Array, keys: Array, config: GrowConfig,
                depth_limit=None):
     """``(trees, infos)``: :func:`jaxtree.grow_tree` on each row of ``weights`` ``[m, n]`` with
-    its key (and ``depth_limit``), stacked (leading axis m). One tree after the other (a ``lax.map``): batched by
-    ``vmap``, the builders' segment sums become batched scatters, ~12× slower on a CPU (two
-    folds of 8,192 padded rows of spam, CART: 5.5 s against 0.46 s)."""
+    its key (and ``depth_limit``), stacked (leading axis m). One tree after the other (a
+    ``lax.map``): batched by ``vmap``, the builders' segment sums become batched scatters, ~12×
+    slower on a CPU (two folds of 8,192 padded rows of spam, CART: 5.5 s against 0.46 s)."""
     return jax.lax.map(lambda wk: grow_tree(X, y, wk[0], config, wk[1], depth_limit),
                        (weights, keys))
 

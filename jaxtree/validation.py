@@ -40,14 +40,22 @@ def holds_nan(X) -> bool:
     array is read :data:`FINITE_CHECK_ROWS` rows at a time."""
     if is_traced(X) or not np.issubdtype(_dtype(X), np.inexact):
         return False
-    if isinstance(X, jax.Array):
+    return not _holds_everywhere(X, lambda xp, block: ~xp.isnan(block))
+
+
+def _holds_everywhere(x, test) -> bool:
+    """Whether the elementwise ``test(xp, block)`` (``xp``: ``numpy`` or ``jax.numpy``) is true
+    on every entry of a concrete ``x``: a ``jax.Array`` at once (evaluated now, also when a
+    caller's jit closed over it, not into the trace), a NumPy array :data:`FINITE_CHECK_ROWS`
+    rows at a time, stopping at the first block where it fails (a memory-mapped sample larger
+    than memory stays on disk)."""
+    if isinstance(x, jax.Array):
         with jax.ensure_compile_time_eval():
-            return bool(jnp.isnan(X).any())
-    X = np.asarray(X)
-    if X.ndim == 0:
-        return bool(np.isnan(X))
-    return any(np.isnan(X[i:i + FINITE_CHECK_ROWS]).any()
-               for i in range(0, len(X), FINITE_CHECK_ROWS))
+            return bool(test(jnp, x).all())
+    x = np.asarray(x)
+    blocks = [x] if x.ndim == 0 else (x[i:i + FINITE_CHECK_ROWS]
+                                      for i in range(0, len(x), FINITE_CHECK_ROWS))
+    return all(bool(test(np, block).all()) for block in blocks)
 
 
 def check_features(X, name: str = "X", min_samples: int = 2) -> np.ndarray:
@@ -142,21 +150,11 @@ def check_real(x, name: str) -> None:
 
 def check_finite(x, name: str, allow_nan: bool = False) -> None:
     """Raise a ValueError if a concrete ``x`` holds NaN (unless ``allow_nan``) or ±inf (skipped
-    when traced). A NumPy array is read :data:`FINITE_CHECK_ROWS` rows at a time: a
-    memory-mapped sample larger than memory stays on disk."""
+    when traced); a NumPy array is read :data:`FINITE_CHECK_ROWS` rows at a time."""
     if is_traced(x) or not np.issubdtype(_dtype(x), np.inexact):
         return
-    if isinstance(x, jax.Array):
-        # a concrete array closed over by a caller's jit: evaluate now, not into the trace
-        with jax.ensure_compile_time_eval():
-            finite = bool((jnp.isfinite(x) | (allow_nan & jnp.isnan(x))).all())
-    else:
-        x = np.asarray(x)
-        blocks = [x] if x.ndim == 0 else (x[i:i + FINITE_CHECK_ROWS]
-                                          for i in range(0, len(x), FINITE_CHECK_ROWS))
-        finite = all((np.isfinite(block) | (allow_nan & np.isnan(block))).all()
-                     for block in blocks)
-    if not finite:
+    if not _holds_everywhere(
+            x, lambda xp, block: xp.isfinite(block) | (allow_nan & xp.isnan(block))):
         if allow_nan:
             raise ValueError(f"{name} contains infinite values; clip or drop them first (NaN "
                              f"marks a missing value)")
