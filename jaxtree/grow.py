@@ -374,10 +374,11 @@ def _split_rule(Z, y, weight, config: GrowConfig, key):
     missing_right [W])``."""
     W, dims = config.width, Z.shape[1]
 
-    def subsets(depth):
-        """``[W, k]`` int32, increasing along a row: the features each position of level
-        ``depth`` may split on, ``k = max_features`` drawn at random without replacement."""
-        u = jax.random.uniform(jax.random.fold_in(key, depth), (W, dims))
+    def subsets(depth, at):
+        """``[len(at), k]`` int32, increasing along a row: the features that positions ``at``
+        of level ``depth`` may split on, ``k = max_features`` drawn at random without
+        replacement (the draws of the whole level, selected: they do not depend on ``at``)."""
+        u = jax.random.uniform(jax.random.fold_in(key, depth), (W, dims))[at]
         return jnp.sort(jax.lax.top_k(-u, config.max_features)[1], axis=1).astype(jnp.int32)
 
     if config.partition == "cart":
@@ -547,8 +548,8 @@ def _cut_candidates(hist, has_edge, criterion: str, missing: bool):
 
 def _cart_rule(Z, y, weight, config: GrowConfig, subsets):
     """The binned CART split rule (:func:`jaxtree.cart.best_binned_splits`'s, node for node).
-    ``subsets``: None (every feature) or ``depth -> [W, k]`` the features each position may
-    split on; then only those k columns are counted and scored."""
+    ``subsets``: None (every feature) or ``(depth, at) -> [len(at), k]`` the features that
+    positions ``at`` may split on; then only those k columns are counted and scored."""
     W, (n, dims), K, L = config.width, Z.shape, config.bins, config.num_classes
     edges = _bin_edges(Z, weight, K, config.missing)                         # [D, K-1]
     binned = jax.vmap(lambda e, c: jnp.searchsorted(e, c, side="left"), out_axes=1)(
@@ -569,7 +570,7 @@ def _cart_rule(Z, y, weight, config: GrowConfig, subsets):
             features = jnp.broadcast_to(jnp.arange(dims, dtype=jnp.int32), (width, dims))
             row_bins = binned
         else:
-            features = subsets(depth)[at]                                  # [width, k]
+            features = subsets(depth, at)                                  # [width, k]
             priority = jnp.take_along_axis(priority, features, axis=1)
             row_features = jnp.concatenate([features, features[:1]])[jnp.minimum(slot, width)]
             row_bins = jnp.take_along_axis(binned, row_features, axis=1)   # [n, k]
