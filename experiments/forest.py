@@ -58,6 +58,8 @@ class FittedForest:
     """What the experiment reads from a fitted forest.
 
     tree_predictions: ``X [n, D] -> [m, n]`` int, every tree's predicted labels.
+    predict: ``X [n, D] -> [n]`` int, the forest's own ``predict`` (the mean of the trees'
+      class probabilities, for scikit-learn's forests and jaxtree's alike): what a user gets.
     oob_mask: ``[m, n_train]`` bool, training point out of bag for tree h (None: no bootstrap).
     oob_error: the forest's own out-of-bag error estimate (None without one).
     settings: how many settings the forest chose among on its OOB data (the bounds are
@@ -65,6 +67,7 @@ class FittedForest:
     """
 
     tree_predictions: Callable[[np.ndarray], np.ndarray]
+    predict: Callable[[np.ndarray], np.ndarray]
     oob_mask: Optional[np.ndarray]
     oob_error: Optional[float]
     settings: int = 1
@@ -83,7 +86,8 @@ def sklearn_forest(cls, **params) -> Callable:
             for h, sample in enumerate(forest.estimators_samples_):
                 mask[h, sample] = False
         predict = lambda Z: np.stack([t.predict(Z) for t in forest.estimators_]).astype(np.int64)
-        return FittedForest(predict, mask, 1 - forest.oob_score_ if bootstrap else None)
+        return FittedForest(predict, forest.predict, mask,
+                            1 - forest.oob_score_ if bootstrap else None)
 
     return make
 
@@ -96,7 +100,7 @@ def pacbayes_forest(**params) -> Callable:
         forest = PACBayesForestClassifier(n_estimators=TREES, random_state=seed,
                                           **params).fit(X, y)
         return FittedForest(lambda Z: np.asarray(forest.predict_trees(Z), np.int64),
-                            forest.oob_mask_, 1 - forest.oob_score_, forest.lambda_settings_)
+                            forest.predict, forest.oob_mask_, 1 - forest.oob_score_, forest.lambda_settings_)
 
     make.parallel = False
     return make
@@ -131,6 +135,7 @@ def run_forest(name, make, X, y, train, test, seed, num_classes):
     record = {"forest": name, "fit_s_jobs1": times[1], "fit_s_jobs2": times[2],
               "test_error": float(np.mean(vote(test_pred, np.full(TREES, 1 / TREES),
                                                 num_classes) != y[test])),
+              "predict_error": float(np.mean(forest.predict(X[test]) != y[test])),
               "oob_error": forest.oob_error}
     if forest.oob_mask is None:
         return record
@@ -157,6 +162,7 @@ def run_mvb(X, y, train, test, seed):
     _, risk = rf.predict(X[test], y[test])
     bounds, stats = rf.bounds(stats=rf.stats())
     return {"forest": "mvb-rf", "fit_s_jobs1": fit, "test_error": float(risk),
+            "predict_error": float(risk),
             "oob_error": None, "uniform": {
                 "first_order": float(bounds["PBkl"]), "tandem": float(bounds["TND"]),
                 "gibbs_risk": float(stats["gibbs_risk"]),
@@ -205,6 +211,7 @@ def summarize(records) -> list[dict]:
         rs = [r for r in records if r["dataset"] == dataset and r["forest"] == forest]
         row = {"dataset": dataset, "forest": forest, "splits": len(rs),
                "n_train": rs[0]["n_train"], "test_error": _mean([r["test_error"] for r in rs]),
+               "predict_error": _mean([r["predict_error"] for r in rs]),
                "oob_error": _mean([r["oob_error"] for r in rs]),
                "fit_s_jobs1": float(np.median([r["fit_s_jobs1"] for r in rs])),
                "fit_s_jobs2": float(np.median([r.get("fit_s_jobs2") or np.nan for r in rs]))}
@@ -234,29 +241,49 @@ def markdown(rows, args) -> str:
         "shared with other jobs). FO = first-order bound 2·kl⁻¹ on the Gibbs loss, TND = tandem "
         "bound 4·kl⁻¹ on the tandem loss (Masegosa et al. 2020; `jaxtree.vote_bounds`); "
         "n = min OOB size of a tree, n₂ = of a pair. *opt FO / opt TND*: ρ minimising that bound, "
-        "with the test error of that ρ-weighted vote. `valid`: the better bound is at or above "
+        "with the test error of that ρ-weighted vote. *predict err*: the forest's `predict` "
+        "(mean of the trees' class probabilities); *vote err*: the uniform vote of the trees' "
+        "labels, which the bounds certify. `valid`: the better bound is at or above "
         "the vote's test error on every split. jaxtree's forests (`pacbayes*`) chose λ among 20 "
         "settings by OOB error: their bounds are at δ/20 (a union bound). `et` is "
         "scikit-learn's ExtraTrees default (no bootstrap, so no OOB data). `mvb-rf`: the "
         "authors' `mvb` package's own random forest and bounds (uniform ρ) on the same "
         "splits, where it was run (`--mvb`).",
         "",
-        "| dataset | forest | n | test err | OOB err | FO | TND | n / n₂ | opt FO (test) "
+        "| dataset | forest | n | predict err | vote err | OOB err | FO | TND | n / n₂ | opt FO (test) "
         "| opt TND (test) | valid | fit 1 job | fit 2 jobs |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
     for r in rows:
         has = "uniform.first_order" in r
         opt = lambda w, b: (f"{_f(r[f'{w}.{b}'])} ({_f(r[f'{w}.test_error'])})"
                             if f"{w}.{b}" in r else "—")
         lines.append(
-            f"| {r['dataset']} | {r['forest']} | {r['n_train']} | {_f(r['test_error'], 4)} | "
+            f"| {r['dataset']} | {r['forest']} | {r['n_train']} | {_f(r['predict_error'], 4)} | "
+            f"{_f(r['test_error'], 4)} | "
             f"{_f(r['oob_error'], 4)} | {_f(r.get('uniform.first_order'))} | "
             f"{_f(r.get('uniform.tandem'))} | "
             + (f"{r['uniform.n_min']:.0f} / {r['uniform.n2_min']:.0f}" if has else "—")
             + f" | {opt('first_order', 'first_order')} | {opt('tandem', 'tandem')} | "
             f"{_valid(r) if has else '—'} | {_f(r['fit_s_jobs1'], 2)} | {_f(r['fit_s_jobs2'], 2)} |")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines + [""] + versus(rows, "rf")) + "\n"
+
+
+def versus(rows, reference) -> list[str]:
+    """Lines comparing each forest's predict error with ``reference``'s on the same datasets:
+    the datasets where it is at most the reference's and the geometric mean of the ratios."""
+    errors = {(r["dataset"], r["forest"]): r["predict_error"] for r in rows}
+    lines = []
+    for forest in sorted({r["forest"] for r in rows} - {reference}):
+        pairs = [(e, errors[d, reference]) for (d, f), e in errors.items()
+                 if f == forest and (d, reference) in errors]
+        if not pairs:
+            continue
+        wins = sum(e <= ref for e, ref in pairs)
+        geo = float(np.exp(np.mean([np.log(max(e, 1e-4) / max(ref, 1e-4)) for e, ref in pairs])))
+        lines.append(f"* `{forest}` against `{reference}` (predict error): at or below on {wins} "
+                     f"of {len(pairs)} datasets, geometric-mean ratio {geo:.3f}.")
+    return lines
 
 
 def _valid(row) -> str:
