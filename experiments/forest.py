@@ -3,8 +3,7 @@
     python -m experiments.forest                           # 7 datasets, 3 splits
     python -m experiments.forest --datasets spam wine --splits 1 --forests rf
     python -m experiments.forest --mvb /path/to/MajorityVoteBounds   # mvb's own forest beside
-    python -m experiments.forest --splits 1 --forests pacbayes pacbayes-all-features rf \
-        --out experiments/results/forest_pacbayes.md               # jaxtree's forest
+    python -m experiments.forest --splits 5 --forests pacbayes rf et --mvb CHECKOUT  # forest.md
 
 Per dataset and split r (seed ``seed + r``): 2000 test points and ``min(train_size, 4000)``
 training points (:func:`experiments.datasets.train_size`, capped to keep the pairwise OOB work
@@ -23,7 +22,8 @@ PBkl and TND bounds on the same splits.
 A forest maker is ``maker(X, y, seed, n_jobs) -> FittedForest``, registered in
 :data:`FOREST_MAKERS`: scikit-learn's forests (the default run) and jaxtree's
 :class:`jaxtree.forest.PACBayesForestClassifier` (``pacbayes``: default parameters;
-``pacbayes-all-features``: ``max_features=None``), whose ``test err`` and bounds are those of the
+``pacbayes-all-features``: ``max_features=None``; ``pacbayes-half-samples``: bootstraps of
+``n/2`` draws, ``max_samples=0.5``), whose ``test err`` and bounds are those of the
 uniform vote of its trees' labels.
 """
 
@@ -43,7 +43,7 @@ from sklearn.ensemble import ExtraTreesClassifier, RandomForestClassifier
 
 from experiments import datasets
 from experiments.table2 import git_state, split_indices
-from jaxtree.forest import PACBayesForestClassifier
+from jaxtree.forest import LAMBDA_GRID, PACBayesForestClassifier
 from jaxtree.vote_bounds import forest_certificate
 
 RESULTS = pathlib.Path(__file__).parent / "results"
@@ -110,6 +110,7 @@ def pacbayes_forest(**params) -> Callable:
 FOREST_MAKERS = {
     "pacbayes": pacbayes_forest(),
     "pacbayes-all-features": pacbayes_forest(max_features=None),
+    "pacbayes-half-samples": pacbayes_forest(max_samples=0.5),
     "rf": sklearn_forest(RandomForestClassifier),
     "et": sklearn_forest(ExtraTreesClassifier),
     "et-bootstrap": sklearn_forest(ExtraTreesClassifier, bootstrap=True),
@@ -244,8 +245,9 @@ def markdown(rows, args) -> str:
         "with the test error of that ρ-weighted vote. *predict err*: the forest's `predict` "
         "(mean of the trees' class probabilities); *vote err*: the uniform vote of the trees' "
         "labels, which the bounds certify. `valid`: the better bound is at or above "
-        "the vote's test error on every split. jaxtree's forests (`pacbayes*`) chose λ among 20 "
-        "settings by OOB error: their bounds are at δ/20 (a union bound). `et` is "
+        "the vote's test error on every split. jaxtree's forests (`pacbayes*`) chose λ among "
+        f"{len(LAMBDA_GRID)} settings by OOB error: their bounds are at δ/{len(LAMBDA_GRID)} "
+        "(a union bound). `et` is "
         "scikit-learn's ExtraTrees default (no bootstrap, so no OOB data). `mvb-rf`: the "
         "authors' `mvb` package's own random forest and bounds (uniform ρ) on the same "
         "splits, where it was run (`--mvb`).",

@@ -87,7 +87,7 @@ def load(path):
 
     Returns:
       the estimator (:class:`jaxtree.PACBayesTreeClassifier` or another of
-      :mod:`jaxtree.estimators`), with its parameters and fitted attributes as saved: it
+      :mod:`jaxtree.estimators`, a regressor, or :class:`jaxtree.PACBayesForestClassifier`), with its parameters and fitted attributes as saved: it
       predicts exactly as the saved one did.
 
     Raises:
@@ -111,9 +111,11 @@ def load(path):
         True
     """
     from jaxtree.estimators import estimator_classes
+    from jaxtree.forest import PACBayesForestClassifier
     from jaxtree.regression import REGRESSORS
     document, arrays = _read(path)
-    classes = {**estimator_classes(), **REGRESSORS}
+    classes = {**estimator_classes(), **REGRESSORS,
+               "PACBayesForestClassifier": PACBayesForestClassifier}
     name = document.get("estimator")
     if name not in classes:
         raise ValueError(f"{path}: unknown estimator {name!r}; this jaxtree has "

@@ -83,7 +83,27 @@ def test_given_lambdas_and_feature_subsets():
     assert max(len(u) for u in used) > 1
 
 
+def test_max_samples_draws_smaller_bootstraps_and_the_forest_round_trips(tmp_path):
+    X, y = data()
+    # scikit-learn's convention: a fraction of n draws (round(0.5 * 90) = 45) or an int
+    assert F._num_draws(None, 90) == 90 and F._num_draws(0.5, 90) == 45
+    assert F._num_draws(7, 90) == 7 and F._num_draws(0.001, 90) == 1
+    forest = F.PACBayesForestClassifier(n_estimators=3, max_samples=0.5,
+                                        random_state=0).fit(X, y)
+    assert (forest.sample_weights_.sum(axis=1) == 45).all()
+    full = F.PACBayesForestClassifier(n_estimators=3, random_state=0).fit(X, y)
+    # half the draws: more points out of bag in every tree
+    assert (forest.oob_mask_.sum(axis=1) > full.oob_mask_.sum(axis=1)).all()
+    forest.save(tmp_path / "forest.npz")
+    loaded = jaxtree.load(tmp_path / "forest.npz")
+    assert type(loaded) is F.PACBayesForestClassifier and loaded.max_samples == 0.5
+    np.testing.assert_array_equal(loaded.predict_proba(X), forest.predict_proba(X))
+    assert loaded.certificate().tandem == forest.certificate().tandem
+
+
 @pytest.mark.parametrize("kwargs, match", [
+    (dict(max_samples=0.0), "max_samples"), (dict(max_samples=1000), "max_samples"),
+    (dict(max_samples="half"), "max_samples"),
     (dict(n_estimators=0), "n_estimators"), (dict(max_features="all"), "max_features"),
     (dict(partition="kd"), "partition"), (dict(lam1=-1.0), "lam1"),
 ])
