@@ -100,7 +100,8 @@ def pacbayes_forest(**params) -> Callable:
         forest = PACBayesForestClassifier(n_estimators=TREES, random_state=seed,
                                           **params).fit(X, y)
         return FittedForest(lambda Z: np.asarray(forest.predict_trees(Z), np.int64),
-                            forest.predict, forest.oob_mask_, 1 - forest.oob_score_, forest.lambda_settings_)
+                            forest.predict, forest.oob_mask_, 1 - forest.oob_score_,
+                            forest.lambda_settings_)
 
     make.parallel = False
     return make

@@ -46,15 +46,15 @@ from jaxtree.vote_bounds import WEIGHTS, ForestCertificate, forest_certificate
 #: λ2 at the bottom of its grid and below. On the 7 Table 2 datasets the out-of-bag choice over
 #: every third of the λ2 grid was always its smallest value, 2⁻⁸ (a bagged forest wants its trees
 #: near unpruned; the bootstrap average does the smoothing that the vote over prunings does for
-#: one tree), and 10⁻⁴ gave the same test errors with tighter bounds; 10 settings, not 20, also
-#: halve the union bound's cost and the grid's share of a fit.
+#: one tree), and a λ2 near 10⁻⁴ gave the same test errors with tighter bounds; 10 settings, not
+#: 20, also halve the union bound's cost and the grid's share of a fit.
 LAMBDA_GRID = tuple((float(a), float(b)) for a in LOG_GRID[1::2]
                     for b in (2.0 ** -14, LOG_GRID[0]))
 #: Dirichlet pseudo-count of the trees' node class frequencies. Near 0, as a random forest's
 #: leaf frequencies: with the single tree's 0.5, L·α pseudo-counts swamp the small leaves of
-#: unpruned trees, and averaging those flattened predictives cost the forest's predict 2.3 points
+#: unpruned trees, and averaging those flattened predictives cost the forest's predict 2.5 points
 #: of test error on letter (26 classes: 0.1115 against 0.0865 at 0.001; split 0 of
-#: ``experiments.forest``) and 0.2–0.15 on digit and eeg.
+#: ``experiments.forest``) and 0.15–0.2 points on digit and eeg.
 FOREST_SMOOTHING = 1e-3
 #: Trees per step of the scan over trees (memory: chunk · grid · n · levels · L floats).
 TREE_CHUNK = 4

@@ -87,8 +87,9 @@ def load(path):
 
     Returns:
       the estimator (:class:`jaxtree.PACBayesTreeClassifier` or another of
-      :mod:`jaxtree.estimators`, a regressor, or :class:`jaxtree.PACBayesForestClassifier`), with its parameters and fitted attributes as saved: it
-      predicts exactly as the saved one did.
+      :mod:`jaxtree.estimators`, a regressor, or :class:`jaxtree.PACBayesForestClassifier`),
+      with its parameters and fitted attributes as saved: it predicts exactly as the saved one
+      did.
 
     Raises:
       ValueError: for a file that is not a saved jaxtree model, or is damaged (checksum).
