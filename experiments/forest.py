@@ -253,7 +253,8 @@ def markdown(rows, args) -> str:
         "authors' `mvb` package's own random forest and bounds (uniform ρ) on the same "
         "splits, where it was run (`--mvb`).",
         "",
-        "| dataset | forest | n | predict err | vote err | OOB err | FO | TND | n / n₂ | opt FO (test) "
+        "| dataset | forest | n | predict err | vote err | OOB err | FO | TND | n / n₂ "
+        "| opt FO (test) "
         "| opt TND (test) | valid | fit 1 job | fit 2 jobs |",
         "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|",
     ]
