@@ -23,7 +23,7 @@ A forest maker is ``maker(X, y, seed, n_jobs) -> FittedForest``, registered in
 :data:`FOREST_MAKERS`: scikit-learn's forests (the default run) and jaxtree's
 :class:`jaxtree.forest.PACBayesForestClassifier` (``pacbayes``: default parameters;
 ``pacbayes-all-features``: ``max_features=None``; ``pacbayes-half-samples``: bootstraps of
-``n/2`` draws, ``max_samples=0.5``), whose ``test err`` and bounds are those of the
+``n/2`` draws, ``max_samples=0.5``; ``pacbayes-random``: ``splitter="random"``), whose ``test err`` and bounds are those of the
 uniform vote of its trees' labels.
 """
 
@@ -112,6 +112,7 @@ FOREST_MAKERS = {
     "pacbayes": pacbayes_forest(),
     "pacbayes-all-features": pacbayes_forest(max_features=None),
     "pacbayes-half-samples": pacbayes_forest(max_samples=0.5),
+    "pacbayes-random": pacbayes_forest(splitter="random"),
     "rf": sklearn_forest(RandomForestClassifier),
     "et": sklearn_forest(ExtraTreesClassifier),
     "et-bootstrap": sklearn_forest(ExtraTreesClassifier, bootstrap=True),

@@ -105,7 +105,7 @@ def draw_samples(n: int, n_estimators: int, bootstrap: bool, rng, draws=None) ->
 
 
 def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: int,
-               max_depth: Optional[int], min_split: int, rng) -> Tree:
+               max_depth: Optional[int], min_split: int, rng, splitter: str = "best") -> Tree:
     """T0 of every tree, stacked (leading axis ``m``): binned CART trees grown by
     :func:`jaxtree.grow_tree` on the bootstrap weights, ``max_features`` features drawn at random
     for each node, in one compiled ``lax.map`` over the trees (:func:`jaxtree.fitting.grow_trees`).
@@ -120,6 +120,8 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
       rng: ``numpy.random.Generator`` of the trees' keys (their feature subsets). Ties between
         equally good features go by one fixed hash (``GrowConfig.random_state=0``): the seed is
         part of the compiled program, so a seed per fit would compile every fit anew.
+      splitter: ``"best"`` or ``"random"`` (:class:`jaxtree.GrowConfig`'s: one random cut per
+        node and feature, Extra-Trees-style).
     """
     n, dims = X.shape
     depth = fitting.default_max_depth("cart", n, dims) if max_depth is None else int(max_depth)
@@ -128,7 +130,7 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
                         num_classes=int(y.max()) + 1, min_split=int(min_split),
                         bins=fitting.DEFAULT_BINS,
                         max_features=None if max_features >= dims else int(max_features),
-                        random_state=0, missing=holds_nan(X))
+                        random_state=0, missing=holds_nan(X), splitter=splitter)
     keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(2 ** 31))), len(weights))
     arrays = (jnp.asarray(X, float_dtype()), jnp.asarray(y, jnp.int32),
               jnp.asarray(weights, float_dtype()), keys)
@@ -218,6 +220,10 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         (a fraction ``e^(-max_samples)`` per tree, ``e^(-2 max_samples)`` per pair), which
         tightens the certificate, and grow each tree on fewer distinct points.
       partition: ``"cart"`` (the only one so far).
+      splitter: ``"best"`` (default: each node's best bin edge over its features) or
+        ``"random"``: one cut per feature drawn uniformly among the node's bin edges, the best
+        of those kept (Extra-Trees-style, Geurts et al. 2006, on the quantile bins; no NaN in
+        ``X``).
       max_depth, min_split: of each T0 (:func:`jaxtree.grow_tree`; ``max_depth`` None:
         ``2·ceil(log2 n)``).
       smoothing: Dirichlet pseudo-count of the node class frequencies (default
@@ -253,7 +259,7 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, n_estimators=100, max_features="sqrt", bootstrap=True, max_samples=None,
                  partition="cart", max_depth=None, min_split=2, smoothing=FOREST_SMOOTHING,
-                 lam1=None, lam2=None, random_state=None):
+                 lam1=None, lam2=None, random_state=None, splitter="best"):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.bootstrap = bootstrap
@@ -265,6 +271,7 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         self.lam1 = lam1
         self.lam2 = lam2
         self.random_state = random_state
+        self.splitter = splitter
 
     def __sklearn_tags__(self):
         """NaN allowed (a missing value: each split learns its side)."""
@@ -278,6 +285,8 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         if self.partition != "cart":
             raise ValueError(f"partition must be 'cart' (the only one so far); got "
                              f"{self.partition!r}")
+        if self.splitter not in ("best", "random"):
+            raise ValueError(f"splitter must be 'best' or 'random'; got {self.splitter!r}")
         for name in ("lam1", "lam2"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float, np.number))
@@ -292,6 +301,9 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
                              ensure_all_finite="allow-nan")
         check_classification_targets(y)
         features, draws = self._check_params(*X.shape)
+        if self.splitter == "random" and holds_nan(X):
+            raise ValueError("splitter='random' does not take missing values (NaN in X): use "
+                             "splitter='best' or impute them")
         self.classes_, y = np.unique(y, return_inverse=True)
         num_classes = len(self.classes_)
         rng = np.random.default_rng(self.random_state)
@@ -305,7 +317,7 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         X, y_padded, _ = shapes.pad_sample(X, y, None, rows)
         padded_weights = shapes.pad_rows(weights.T, rows).T
         self.trees_ = grow_trees(X, y_padded, padded_weights, features, self.max_depth,
-                                 self.min_split, rng)
+                                 self.min_split, rng, self.splitter)
         self.stats_, self.node_proba_ = tree_statistics(self.trees_, X, y_padded,
                                                         padded_weights, num_classes,
                                                         self.smoothing)

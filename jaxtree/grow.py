@@ -56,6 +56,7 @@ from jaxtree.validation import float_dtype, holds_nan
 Array = jax.Array
 PARTITIONS = ("dyadic", "kd", "cart")
 SPLITS = ("cycle", "spread")
+SPLITTERS = ("best", "random")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -81,6 +82,10 @@ class GrowConfig:
       missing: CART: ``X`` may hold NaN, a missing value, whose side each split learns (module
         docstring). A separate program (an extra histogram bin, twice the cut scores); without
         it NaN in ``X`` is refused.
+      splitter: CART: ``"best"`` (every bin edge of every feature scored) or ``"random"``
+        (Extra-Trees-style, Geurts, Ernst & Wehenkel 2006, on the bins: for each feature one cut
+        drawn uniformly among the bin edges between the node's lowest and highest bin, and
+        the best of those cuts kept; needs a ``key``, not with ``missing``).
 
     Example:
         A config is a static ``jit`` argument (hashable); :func:`check_grow_config` names the
@@ -109,6 +114,7 @@ class GrowConfig:
     random_state: int = 0
     stop_pure: bool = True
     missing: bool = False
+    splitter: str = "best"
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=["capped", "depth"],
@@ -169,6 +175,11 @@ def check_grow_config(config: GrowConfig) -> None:
         ("missing", isinstance(config.missing, bool), "a bool"),
         ("missing", not config.missing or config.partition == "cart",
          "False unless partition='cart' (only CART learns where missing values go)"),
+        ("splitter", config.splitter in SPLITTERS, f"one of {SPLITTERS}"),
+        ("splitter", config.splitter == "best" or (config.partition == "cart"
+                                                   and not config.missing),
+         "'best' unless partition='cart' without missing (random cuts: CART's, observed "
+         "values)"),
     ]
     for field, ok, expected in rules:
         if not ok:
@@ -228,6 +239,9 @@ def grow_tree(X, y, weight, config: GrowConfig, key=None,
         if np.shape(value) != (n,):
             raise ValueError(f"{name} must be [{n}] (one per row of X); got shape "
                              f"{np.shape(value)}")
+    if config.splitter == "random" and key is None:
+        raise ValueError("key is needed with GrowConfig.splitter='random' (random cuts); pass "
+                         "key=jax.random.key(seed)")
     if config.max_features is not None:
         if key is None:
             raise ValueError("key is needed with GrowConfig.max_features (a random subset of "
@@ -396,9 +410,15 @@ def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None):
         u = jax.random.uniform(jax.random.fold_in(key, depth), (W, dims))[at]
         return jnp.sort(jax.lax.top_k(-u, config.max_features)[1], axis=1).astype(jnp.int32)
 
+    def cut_draws(depth, at):
+        """``[len(at), D]`` uniforms in [0, 1): the random cut of each (position, feature)."""
+        return jax.random.uniform(jax.random.fold_in(jax.random.fold_in(key, depth), 1),
+                                  (W, dims), Z.dtype)[at]
+
     if config.partition == "cart":
         return _cart_rule(Z, y, weight, config, None if config.max_features is None
-                          else subsets, presorted)
+                          else subsets, presorted,
+                          cut_draws if config.splitter == "random" else None)
     # the cycle visits coordinates 0..max_depth-1 (mod D) only: rank just those (the deepest
     # level never splits, so its coordinate's clamped rank is unused)
     used = dims if config.split == "spread" else min(dims, max(1, config.max_depth))
@@ -562,10 +582,12 @@ def _cut_candidates(hist, has_edge, criterion: str, missing: bool):
     return score, cut, side
 
 
-def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None):
+def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None, cut_draws=None):
     """The binned CART split rule (:func:`jaxtree.cart.best_binned_splits`'s, node for node).
     ``subsets``: None (every feature) or ``(depth, at) -> [len(at), k]`` the features that
-    positions ``at`` may split on; then only those k columns are counted and scored."""
+    positions ``at`` may split on; then only those k columns are counted and scored.
+    ``cut_draws``: None (every cut scored), or ``(depth, at) -> [len(at), D]`` uniforms: the
+    random splitter's cuts (:func:`_random_cuts`)."""
     W, (n, dims), K, L = config.width, Z.shape, config.bins, config.num_classes
     edges = _bin_edges(Z, weight, K, config.missing, presorted)                 # [D, K-1]
     binned = jax.vmap(lambda e, c: jnp.searchsorted(e, c, side="left"), out_axes=1)(
@@ -590,6 +612,14 @@ def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None):
             priority = jnp.take_along_axis(priority, features, axis=1)
             row_features = jnp.concatenate([features, features[:1]])[jnp.minimum(slot, width)]
             row_bins = jnp.take_along_axis(binned, row_features, axis=1)   # [n, k]
+        if cut_draws is not None:
+            u = jnp.take_along_axis(cut_draws(depth, at), features, axis=1)  # [width, k]
+            feature, cut, found, missing_right = _random_cuts(
+                slot, row_bins, y, weight, u, features, has_edge, priority, width, K, L,
+                config.criterion)
+            pad = (0, W - width)
+            return (jnp.pad(feature, pad), jnp.pad(edges[feature, cut], pad),
+                    jnp.pad(found, pad), jnp.pad(missing_right, pad))
         # each row's (slot, j-th feature of its slot, bin, class) cell
         segment = ((jnp.minimum(slot, width)[:, None] * k + jnp.arange(k, dtype=jnp.int32))
                    * bins + row_bins) * L + y[:, None]
@@ -628,6 +658,42 @@ def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None):
         return feature[back], threshold[back], found[back] & candidate, missing_right[back]
 
     return rule
+
+
+def _random_cuts(slot, row_bins, y, weight, u, features, has_edge, priority, width, bins,
+                 num_classes, criterion):
+    """The random splitter on ``width`` slots: for each slot's j-th feature the cut after bin
+    ``lowest + floor(u · (highest - lowest))`` (the slot's lowest and highest bin of positive
+    weight in that feature: both children non-empty), scored as the best splitter scores a cut;
+    the best feature by :func:`jaxtree.cart.pick_split`. Only ``[width, k, L]`` class counts left
+    of the cuts are summed (the best splitter sums ``[width, k, bins, L]`` histograms). Returns
+    ``(feature, cut, found, missing_right)`` ``[width]`` (missing to the larger child)."""
+    n, k = row_bins.shape
+    L = num_classes
+    rows = jnp.minimum(slot, width)
+    cell = (rows[:, None] * k + jnp.arange(k, dtype=jnp.int32)).reshape(-1)      # [n k]
+    live = (weight > 0)[:, None]
+    cells = (width + 1) * k
+    lowest = jax.ops.segment_min(jnp.where(live, row_bins, bins).reshape(-1), cell,
+                                 num_segments=cells)[:width * k].reshape(width, k)
+    highest = jax.ops.segment_max(jnp.where(live, row_bins, -1).reshape(-1), cell,
+                                  num_segments=cells)[:width * k].reshape(width, k)
+    spread = jnp.maximum(highest - lowest, 0)
+    cut = jnp.clip(lowest + jnp.floor(u * spread).astype(jnp.int32), 0, bins - 2)
+    go_left = row_bins <= jnp.concatenate([cut, cut[:1]])[rows]                   # [n, k]
+    left = jax.ops.segment_sum((weight[:, None] * go_left).reshape(-1),
+                               cell * L + jnp.repeat(y, k), num_segments=cells * L)
+    left = left[:width * k * L].reshape(width, k, L)
+    total = jax.ops.segment_sum(weight, rows * L + y, num_segments=(width + 1) * L)
+    total = total[:width * L].reshape(width, 1, L)
+    valid = (spread > 0) & jnp.take_along_axis(has_edge[features], cut[..., None], axis=2)[..., 0]
+    score = cut_scores(jnp.stack([left, total - left], axis=2), criterion, valid[..., None],
+                       xp=jnp)[..., 0]                                            # [width, k]
+    chosen, chosen_cut, found = pick_split(score, cut, priority, xp=jnp)
+    feature = jnp.take_along_axis(features, chosen[:, None], axis=1)[:, 0]
+    sides = left[jnp.arange(width), chosen].sum(axis=1)
+    larger_right = total[:, 0].sum(axis=1) - sides >= sides
+    return feature, chosen_cut, found, larger_right
 
 
 def _missing_side(hist, cut, scored_right, missing: bool):

@@ -43,9 +43,14 @@ def test_forest_equals_a_loop_over_its_trees():
     assert w.shape == (5, 90) and (w.sum(axis=1) == 90).all()
     np.testing.assert_array_equal(forest.oob_mask_, w == 0)
     assert forest.lam_ in F.LAMBDA_GRID
-    # predict_proba: the mean of the trees' predictives (5 trees: one padded chunk of 4 + 1)
+    # predict_proba: the mean of the trees' predictives
     per_tree = loop_predictives(forest, X, y, X_test)
     np.testing.assert_allclose(forest.predict_proba(X_test), per_tree.mean(axis=0), atol=1e-5)
+    # chunks of trees (5 trees: a padded chunk of 4 + 1) sum the same, to float rounding
+    args = (forest.trees_, forest.stats_, forest.node_proba_,
+            np.asarray(F.LAMBDA_GRID[:3], np.float32), X_test, np.ones((5, 40), np.float32))
+    np.testing.assert_allclose(F.grid_predictive_sums(*args, chunk=4),
+                               F.grid_predictive_sums(*args, chunk=1), rtol=1e-5, atol=1e-5)
     # out of bag: the mean over the trees that did not see the point
     train = loop_predictives(forest, X, y, X)
     mask = forest.oob_mask_
@@ -106,6 +111,7 @@ def test_max_samples_draws_smaller_bootstraps_and_the_forest_round_trips(tmp_pat
     (dict(max_samples="half"), "max_samples"),
     (dict(n_estimators=0), "n_estimators"), (dict(max_features="all"), "max_features"),
     (dict(partition="kd"), "partition"), (dict(lam1=-1.0), "lam1"),
+    (dict(splitter="extra"), "splitter"),
 ])
 def test_bad_parameters_name_themselves(kwargs, match):
     X, y = data(30)
@@ -114,6 +120,23 @@ def test_bad_parameters_name_themselves(kwargs, match):
 
 
 @pytest.mark.slow
+def test_random_splitter_forest():
+    """splitter='random': other trees than the best splitter's, as accurate on an easy problem,
+    no NaN."""
+    X, y = data(200)
+    best = F.PACBayesForestClassifier(n_estimators=8, random_state=0).fit(X, y)
+    random = F.PACBayesForestClassifier(n_estimators=8, splitter="random",
+                                        random_state=0).fit(X, y)
+    assert not np.array_equal(np.asarray(best.trees_.threshold),
+                              np.asarray(random.trees_.threshold))
+    np.testing.assert_array_equal(random.sample_weights_, best.sample_weights_)
+    X_test, y_test = data(300, seed=1)
+    assert random.score(X_test, y_test) > 0.8 and random.oob_score_ > 0.8
+    X[0, 0] = np.nan
+    with pytest.raises(ValueError, match="splitter"):
+        F.PACBayesForestClassifier(n_estimators=2, splitter="random").fit(X, y)
+
+
 def test_certificate_needs_bootstrap():
     X, y = data(30)
     forest = F.PACBayesForestClassifier(n_estimators=2, bootstrap=False, random_state=0)

@@ -166,6 +166,46 @@ def test_max_features_draws_features_per_node_reproducibly():
     assert set(np.concatenate(features)) == {0, 1, 2, 3}
 
 
+def test_random_splitter_cuts_inside_each_node_and_splits_what_best_splits():
+    """splitter='random': every cut is a bin edge strictly inside the node's values (both
+    children hold training rows); over all features it leaves impure only what the best
+    splitter leaves impure (rows in one bin of every feature); one key gives one tree, another
+    key another; presort changes nothing."""
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 4)).astype(np.float32)
+    y = (X[:, 0] * X[:, 1] > 0).astype(int) + (X[:, 2] > 0.5).astype(int)
+    weight = rng.poisson(1.0, 300).astype(np.float32)
+    config = GrowConfig(partition="cart", max_depth=30, width=256, num_classes=3, bins=16,
+                        splitter="random", max_features=2)
+    key = jax.random.key(0)
+    tree, info = grow_tree(X, y, weight, config, key=key)
+    again, _ = grow_tree(X, y, weight, config, key=key,
+                         presorted=jaxtree.grow.presort(X, config))
+    other, _ = grow_tree(X, y, weight, config, key=jax.random.key(1))
+    best, _ = grow_tree(X, y, weight, dataclasses.replace(config, splitter="best"), key=key)
+    assert int(info.capped) == 0
+    for name in ("feature", "threshold", "internal"):
+        np.testing.assert_array_equal(np.asarray(getattr(tree, name)),
+                                      np.asarray(getattr(again, name)))
+    assert not np.array_equal(np.asarray(tree.threshold), np.asarray(other.threshold))
+    assert not np.array_equal(np.asarray(tree.threshold), np.asarray(best.threshold))
+    stats = jaxtree.node_stats(tree, X, y, 3, sample_weight=weight)
+    counts = np.asarray(stats.counts).sum(axis=1)
+    internal = np.asarray(tree.internal)
+    left = np.asarray(tree.left_child)[internal]
+    assert (counts[left] > 0).all() and (counts[left + 1] > 0).all()
+
+    def impure_weight(tree):
+        counts = np.asarray(jaxtree.node_stats(tree, X, y, 3, sample_weight=weight).counts)
+        impure = ~np.asarray(tree.internal) & ((counts > 0).sum(axis=1) > 1)
+        return counts[impure].sum()
+
+    everything = dataclasses.replace(config, max_features=None)
+    random_all, _ = grow_tree(X, y, weight, everything, key=key)
+    best_all, _ = grow_tree(X, y, weight, dataclasses.replace(everything, splitter="best"))
+    assert impure_weight(random_all) == impure_weight(best_all) < 0.05 * weight.sum()
+
+
 def test_exports_for_accelerators_without_host_code():
     config = CONFIGS["kd-spread"]
     X, y = tied_data(0)
@@ -197,7 +237,8 @@ def test_bundled_datasets(name, partition):
 @pytest.mark.parametrize("field, value", [
     ("partition", "oblique"), ("max_depth", -1), ("width", 3), ("width", 0),
     ("num_classes", 0), ("min_split", 1), ("split", "range"), ("criterion", "log_loss"),
-    ("bins", 1), ("max_features", 0), ("random_state", 1.5), ("stop_pure", 1)])
+    ("bins", 1), ("max_features", 0), ("random_state", 1.5), ("stop_pure", 1),
+    ("splitter", "extra"), ("splitter", "random")])
 def test_bad_config_names_the_field(field, value):
     config = GrowConfig(**{field: value})
     with pytest.raises(ValueError, match=field):
