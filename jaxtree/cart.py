@@ -246,11 +246,20 @@ def bin_edges(X: np.ndarray, bins: int, reducer=LOCAL) -> list[np.ndarray]:
     """Per feature, the sorted bin edges (module docstring, "Binned mode") of the rows of ``X``
     ``[n, D]`` over all holders: exact order statistics (:func:`jaxtree.collective.order_statistics`),
     so every split of the rows gives the same edges."""
+    quantiles = quantile_edges(X, bins, reducer)
+    return [np.unique(q[np.isfinite(q)]) for q in quantiles]
+
+
+def quantile_edges(X: np.ndarray, bins: int, reducer=LOCAL) -> np.ndarray:
+    """``[D, bins - 1]`` each feature's values of rank ``ceil(i·n / bins) - 1``, ``i = 1 ..
+    bins - 1``, over the rows of all holders, with repeats kept and +inf at or above the
+    feature's largest value: :func:`bin_edges` before the repeats are dropped, the form that
+    :func:`jaxtree.grow_tree` takes as ``edges``."""
     n = int(reducer.sum(np.array([X.shape[0]], np.int64))[0])
     ranks = -(-np.arange(1, bins) * n // bins) - 1
     quantiles = order_statistics(X, np.zeros(X.shape[0], np.int64), ranks[None], reducer)[0]
     largest = reducer.max(X.max(axis=0) if len(X) else np.full(X.shape[1], -np.inf))
-    return [np.unique(q[q < top]) for q, top in zip(quantiles, largest)]
+    return np.where(quantiles < largest[:, None], quantiles, np.inf).astype(X.dtype)
 
 
 def bin_index(X: np.ndarray, edges: list[np.ndarray]) -> np.ndarray:

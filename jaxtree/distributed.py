@@ -15,8 +15,13 @@ the processes by collectives (``psum`` / ``pmax`` / ``pmin`` in a ``jax.shard_ma
 of each process: gloo on CPU, NCCL on GPUs, ICI on TPUs), wrapped as a reducer
 (:class:`ProcessReducer`, :mod:`jaxtree.collective`):
 
-* **T0** (:func:`kd_tree`, :func:`dyadic_tree`, :func:`cart_tree`) grows level by level exactly as
-  in one process (:func:`jaxtree.build.grow`): per level, node counts and class counts (purity)
+* **T0**: a CART T0 (the fit's ``partition="cart"``, :func:`grow_cart_t0`) is grown by the
+  one-process fit's builder, :func:`jaxtree.grow_tree`, as one jitted program over the rows of
+  all processes (a row-sharded array; XLA's partitioner makes the per-level sums of class
+  counts and histograms its only collectives), from bin edges that are exact order statistics
+  over all rows. The host builders (:func:`kd_tree`, :func:`dyadic_tree`, :func:`cart_tree`, and
+  the fit's KD and dyadic T0) grow level by level exactly as in one process
+  (:func:`jaxtree.build.grow`): per level, node counts and class counts (purity)
   are summed; KD medians and the quartiles of ``split="spread"`` are exact order statistics from a
   radix select over summed digit histograms (:func:`jaxtree.collective.order_statistics`: for
   float32, 4 rounds of 256 digits while the nodes are few, up to 16 rounds of 4 digits when they
@@ -300,6 +305,63 @@ def cart_tree(X, y, max_depth: Optional[int] = None, min_split: int = 2,
                                bins, reducer)
 
 
+def grow_cart_t0(X, y, num_classes: int, max_depth: int, min_split: int, random_state,
+                 bins: int, reducer) -> Tree:
+    """The binned CART T0 of the rows of all processes, grown by :func:`jaxtree.grow_tree` (the
+    one-process fit's builder) as one program over a row-sharded array: ``X`` ``[n_p, D]``,
+    ``y`` ``[n_p]`` (labels ``0..num_classes-1``) are this process's checked block.
+
+    The bin edges are exact order statistics over all rows (:func:`jaxtree.cart.quantile_edges`,
+    by the reducer), given to the grow, so the grow sorts no rows: each process pads its block
+    with weight-0 rows to the largest block, the blocks form one global array sharded over the
+    reducer's mesh (one device per process), and XLA partitions the jitted grow so that the
+    only collectives are sums of each level's class counts and histograms (rows never move).
+    The tree is the one :func:`jaxtree.grow_tree` grows on the concatenated rows with the same
+    edges, node for node (the sums are of integer counts, exact). Widened as the one-process
+    fit's is (:func:`jaxtree.fitting.widen_until_uncapped`) until no node is capped; every
+    process sees the same (replicated) count of capped nodes, so all widen alike. A reducer
+    without a mesh must hold all the rows (one holder)."""
+    from jaxtree import fitting
+    from jaxtree.grow import GrowConfig, grow_tree
+
+    mesh = getattr(reducer, "mesh", None)
+    if mesh is None and getattr(reducer, "size", 1) != 1:
+        raise ValueError("the distributed CART T0 is grown over a mesh of the processes: use "
+                         "jaxtree.distributed.ProcessReducer (several holders without a mesh "
+                         "cannot run one program)")
+    n = int(reducer.sum(np.array([X.shape[0]], np.int64))[0])
+    edges = cart.quantile_edges(X, bins, reducer)
+    config = GrowConfig(partition="cart", max_depth=int(max_depth),
+                        width=fitting.default_width(n, min_split, max_depth, "cart"),
+                        num_classes=int(num_classes), min_split=int(min_split), bins=int(bins),
+                        random_state=0 if random_state is None else int(random_state))
+    if mesh is None:
+        arrays = (X, y, np.ones(len(y), X.dtype))
+        place = lambda a: a                                                    # noqa: E731
+    else:
+        rows = int(reducer.max(np.array([X.shape[0]], np.int64))[0])
+        pad = rows - X.shape[0]
+        arrays = (np.concatenate([X, np.zeros((pad, X.shape[1]), X.dtype)]),
+                  np.concatenate([y, np.zeros(pad, y.dtype)]),
+                  np.concatenate([np.ones(len(y), X.dtype), np.zeros(pad, X.dtype)]))
+        place = lambda a: jax.make_array_from_process_local_data(            # noqa: E731
+            NamedSharding(mesh, P(AXIS, *([None] * (a.ndim - 1)))), a)
+    arrays = tuple(place(a) for a in arrays)
+
+    def run(config):
+        tree, info = _grow_over_rows(*arrays, edges, config)
+        return tree, int(np.asarray(info.capped.addressable_data(0)))
+
+    tree, _ = fitting.widen_until_uncapped(run, config, (n, X.shape[1]))
+    return jax.tree.map(lambda a: np.asarray(a.addressable_data(0)), tree)
+
+
+@functools.partial(jax.jit, static_argnames="config")
+def _grow_over_rows(X, y, weight, edges, config):
+    from jaxtree.grow import grow_tree
+    return grow_tree(X, y, weight, config, edges=edges)
+
+
 def node_stats(tree: Tree, X, y, num_classes: int, sample_weight=None, reducer=None,
                chunk_size: Optional[int] = None) -> NodeStats:
     """:func:`jaxtree.node_stats` of the rows of all processes: each process counts its block
@@ -412,10 +474,12 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     T0, statistics, tuned λ's, weights and so predictions in every process, whatever the
     split of the rows into blocks (tested against one holder of all the rows).
 
-    This pipeline grows T0 with the host builders (histograms summed by the reducer) and deals
-    the CV folds over row positions (:func:`jaxtree.select.fold_masks`): the one-process
-    ``estimator.fit`` grows T0 inside its compiled fit (:func:`jaxtree.grow_tree`) and deals
-    folds over distinct rows, so on the same rows the two can select other λ's.
+    A CART T0 is grown by :func:`jaxtree.grow_tree` over the rows of all processes
+    (:func:`grow_cart_t0`: the one-process fit's builder and T0 on the same rows and bins); KD
+    and dyadic T0 by the host builders (order statistics and sums by the reducer). The CV folds
+    are dealt over row positions (:func:`jaxtree.select.fold_masks`), where the one-process
+    ``estimator.fit`` deals them over distinct rows, so on the same rows the two can select
+    other λ's.
 
     ``bins``: quantile bins of a CART T0 (``partition="cart"``; the one-process equal is
     ``jaxtree.cart_tree(..., bins=bins)``). ``chunk_size``: rows counted on the device at once.
@@ -424,6 +488,7 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     includes ``"folds"`` when it tunes, with the folds' ``pseudo_points`` — and ``"weights"``),
     the wall ``seconds`` and this process's ``reductions`` and ``bytes`` (:class:`ProcessReducer`).
     """
+    from jaxtree import fitting
     from jaxtree.estimators import PACBayesTreeClassifier, default_depth
 
     if not isinstance(estimator, PACBayesTreeClassifier):
@@ -450,7 +515,9 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     partition = estimator.partition
     if partition not in _PARTITIONS:
         raise ValueError(f"partition must be one of {list(_PARTITIONS)}; got {partition!r}")
+    # a CART T0 is grown by jaxtree.grow_tree, to the one-process fit's default depth
     depth = (estimator.max_depth if estimator.max_depth is not None
+             else fitting.default_max_depth(partition, n, X.shape[1]) if partition == "cart"
              else default_depth(partition, n, X.shape[1]))
     # a CART T0 has its own shape: compact, as the one-process fit's trees are
     layout = "compact" if partition == "cart" else "auto"
@@ -466,8 +533,8 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
             tree = build.grow_dyadic(X, y, depth, estimator.min_split, estimator.split,
                                      layout, reducer)
         else:
-            tree = cart.grow_cart_tree(X, y, depth, estimator.min_split, "gini",
-                                       layout, estimator.random_state, bins, reducer)
+            tree = grow_cart_t0(X, y, len(classes), depth, estimator.min_split,
+                                estimator.random_state, bins, reducer)
     estimator.classes_ = classes
     estimator.n_features_in_ = X.shape[1]
     estimator.tree_ = tree

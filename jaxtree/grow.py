@@ -188,7 +188,7 @@ def check_grow_config(config: GrowConfig) -> None:
 
 
 def grow_tree(X, y, weight, config: GrowConfig, key=None,
-              depth_limit=None, presorted=None) -> tuple[Tree, GrowInfo]:
+              depth_limit=None, presorted=None, edges=None) -> tuple[Tree, GrowInfo]:
     """Grow T0 on weighted rows inside ``jit`` (module docstring).
 
     Args:
@@ -205,6 +205,12 @@ def grow_tree(X, y, weight, config: GrowConfig, key=None,
       presorted: None, or :func:`presort` of ``(X, config)``: the weight-free part of the CART
         bins (each column sorted), computed once outside a ``lax.map`` of many grows on the same
         ``X`` (bootstrap weights) instead of once per grow; the same tree.
+      edges: None, or CART's ``[D, bins - 1]`` bin edges computed elsewhere (each column's
+        quantiles at weighted ranks ``ceil(i·n / bins) - 1``, sorted, repeats kept, +inf at or
+        above its largest value), used instead of these rows' own: over the rows of every process
+        when ``X`` is one block of them (:func:`jaxtree.distributed.grow_cart_t0`). A grow
+        given the edges sorts no rows, so under a row sharding the only collectives left are
+        the sums of the per-level class counts and histograms.
 
     Returns:
       tuple: ``(tree, info)``, a :class:`jaxtree.Tree` in a compact layout of depth
@@ -249,13 +255,19 @@ def grow_tree(X, y, weight, config: GrowConfig, key=None,
         if config.max_features > dims:
             raise ValueError(f"GrowConfig.max_features must be <= D = {dims}; got "
                              f"{config.max_features}")
+    if edges is not None and (config.partition != "cart" or config.missing
+                              or np.shape(edges) != (dims, config.bins - 1)):
+        raise ValueError(f"edges must be [D, bins - 1] = [{dims}, {config.bins - 1}] with "
+                         f"partition='cart' and missing=False; got shape {np.shape(edges)} for "
+                         f"partition={config.partition!r}, missing={config.missing}")
     if depth_limit is None:
         depth_limit = config.max_depth
     elif not isinstance(depth_limit, jax.core.Tracer) and not (
             np.ndim(depth_limit) == 0 and np.asarray(depth_limit) >= 0):
         raise ValueError(f"depth_limit must be an int >= 0 (or None: config.max_depth); got "
                          f"{depth_limit!r}")
-    return _grow(X, y, weight, key, jnp.asarray(depth_limit, jnp.int32), config, presorted)
+    return _grow(X, y, weight, key, jnp.asarray(depth_limit, jnp.int32), config, presorted,
+                 edges)
 
 
 def presort(X, config: GrowConfig):
@@ -271,7 +283,7 @@ def presort(X, config: GrowConfig):
 
 
 @functools.partial(jax.jit, static_argnames="config")
-def _grow(X, y, weight, key, depth_limit, config: GrowConfig, presorted=None):
+def _grow(X, y, weight, key, depth_limit, config: GrowConfig, presorted=None, edges=None):
     dtype = float_dtype()
     X = jnp.asarray(X, dtype)
     y = jnp.asarray(y, jnp.int32)
@@ -279,7 +291,7 @@ def _grow(X, y, weight, key, depth_limit, config: GrowConfig, presorted=None):
     live = weight > 0
     Z, shift, inv_scale = _scale(X, weight, live, config.partition)
     W, dims = config.width, X.shape[1]
-    split_rule = _split_rule(Z, y, weight, config, key, presorted)
+    split_rule = _split_rule(Z, y, weight, config, key, presorted, edges)
 
     def level(carry, depth):
         pos, cells, capped = carry
@@ -398,7 +410,7 @@ def _layout(split):
 
 
 # -- split rules ----------------------------------------------------------------------------------
-def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None):
+def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None, edges=None):
     """``rule(pos, cells, depth, candidate) -> (feature [W], threshold [W], found [W],
     missing_right [W])``."""
     W, dims = config.width, Z.shape[1]
@@ -418,7 +430,7 @@ def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None):
     if config.partition == "cart":
         return _cart_rule(Z, y, weight, config, None if config.max_features is None
                           else subsets, presorted,
-                          cut_draws if config.splitter == "random" else None)
+                          cut_draws if config.splitter == "random" else None, edges)
     # the cycle visits coordinates 0..max_depth-1 (mod D) only: rank just those (the deepest
     # level never splits, so its coordinate's clamped rank is unused)
     used = dims if config.split == "spread" else min(dims, max(1, config.max_depth))
@@ -582,14 +594,19 @@ def _cut_candidates(hist, has_edge, criterion: str, missing: bool):
     return score, cut, side
 
 
-def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None, cut_draws=None):
+def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None, cut_draws=None,
+               edges=None):
     """The binned CART split rule (:func:`jaxtree.cart.best_binned_splits`'s, node for node).
     ``subsets``: None (every feature) or ``(depth, at) -> [len(at), k]`` the features that
     positions ``at`` may split on; then only those k columns are counted and scored.
     ``cut_draws``: None (every cut scored), or ``(depth, at) -> [len(at), D]`` uniforms: the
-    random splitter's cuts (:func:`_random_cuts`)."""
+    random splitter's cuts (:func:`_random_cuts`). ``edges``: None (the quantiles of these
+    rows), or the ``[D, K-1]`` edges to use."""
     W, (n, dims), K, L = config.width, Z.shape, config.bins, config.num_classes
-    edges = _bin_edges(Z, weight, K, config.missing, presorted)                 # [D, K-1]
+    if edges is None:
+        edges = _bin_edges(Z, weight, K, config.missing, presorted)             # [D, K-1]
+    else:
+        edges = jnp.asarray(edges, Z.dtype)
     binned = jax.vmap(lambda e, c: jnp.searchsorted(e, c, side="left"), out_axes=1)(
         edges, Z.T).astype(jnp.int32)                                        # [n, D]
     seed = tie_seed(config.random_state)

@@ -158,8 +158,7 @@ def test_tuned_fit_over_holders_equals_one_process():
 @pytest.mark.slow
 @pytest.mark.parametrize("params,bins", [
     (dict(partition="dyadic", split="spread", max_depth=12), None),
-    (dict(partition="kd", split="spread", potentials="theory", lam1=0.5), None),
-    (dict(partition="cart", cv=3, random_state=2, cv_trees="shared"), 32)])
+    (dict(partition="kd", split="spread", potentials="theory", lam1=0.5), None)])
 def test_more_fits_over_holders_equal_one_process(params, bins):
     X, y = rows(7, n=500)
     reference = one_process_fit(params, X, y, bins)
@@ -168,6 +167,32 @@ def test_more_fits_over_holders_equal_one_process(params, bins):
             jaxtree.PACBayesTreeClassifier(**params), Xb, yb, bins=bins or 256, reducer=r),
             X, y):
         assert_same_fit(model, reference, X_test)
+
+
+def test_the_distributed_cart_t0_is_the_jax_builders():
+    """The fit's CART T0 is jaxtree.grow_tree's on all the rows (bin edges from exact order
+    statistics over the holders: those of the rows' own quantiles), tuned or not; holders
+    without a mesh (threads) cannot run its one program and say so."""
+    X, y, _ = worker.data()
+    for params in (dict(partition="cart", lam1=4.0, lam2=0.5),
+                   dict(partition="cart", cv=3, random_state=2)):
+        model = one_process_fit(params, X, y, worker.CART_BINS)
+        layout = model.tree_.layout
+        config = jaxtree.GrowConfig(partition="cart", max_depth=layout.depth,
+                                    width=layout.width, num_classes=len(model.classes_),
+                                    bins=worker.CART_BINS,
+                                    random_state=params.get("random_state", 0))
+        reference, info = jaxtree.grow_tree(X.astype(np.float32),
+                                            np.searchsorted(model.classes_, y),
+                                            np.ones(len(y), np.float32), config)
+        assert int(info.capped) == 0
+        for field in ("internal", "feature", "threshold", "left_child"):
+            np.testing.assert_array_equal(np.asarray(getattr(model.tree_, field)),
+                                          np.asarray(getattr(reference, field)), err_msg=field)
+    outcomes = holder_outcomes(2, lambda Xb, yb, r: distributed.fit(
+        jaxtree.PACBayesTreeClassifier(partition="cart", lam1=1.0, lam2=1.0), Xb, yb,
+        bins=worker.CART_BINS, reducer=r), X, y)
+    assert all(isinstance(o, ValueError) and "mesh" in str(o) for o in outcomes), outcomes
 
 
 # ---------------------------------------------------------------------------------------------
