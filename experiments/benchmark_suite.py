@@ -12,8 +12,8 @@ has a single point).
 
 Models, each with its defaults on the training part:
 
-* ``PACBayesTreeClassifier()`` (CART T0, λ's by 2-fold CV; ``--pac`` adds constructor
-  arguments, to measure a change of default);
+* ``PACBayesTreeClassifier()`` (CART T0, λ's by 5-fold CV; ``--pac`` adds constructor
+  arguments, to measure a change of default; ``--rule`` swaps the selection's tie rule);
 * scikit-learn's ``DecisionTreeClassifier(random_state=0)`` tuned by ``GridSearchCV`` (5
   folds) over ``ccp_alpha`` on the tree's own cost-complexity path (at most 30 values, evenly
   spaced along the path): "tuned tree", the reference of every ratio;
@@ -138,6 +138,15 @@ def models(name: str, pac_options: dict) -> dict:
     return out
 
 
+def _cv_error(fitted) -> dict:
+    """``{"cv_error": ...}``: a tuned jaxtree model's validation error at its selected setting
+    (the CV's own estimate, to compare settings offline), or ``{}``."""
+    model = getattr(fitted, "fitted_tree_", None)
+    if model is None or model.search is None:
+        return {}
+    return {"cv_error": float(model.cv_error)}
+
+
 def run(quick: bool, splits: int, pac_options: dict, only=None) -> list[dict]:
     """One record per (problem, split, model): its test error and fit seconds."""
     from sklearn.model_selection import train_test_split
@@ -159,7 +168,8 @@ def run(quick: bool, splits: int, pac_options: dict, only=None) -> list[dict]:
                 error = float(np.mean(fitted.predict(X[test]) != y[test]))
                 records.append({"problem": name, "split": split, "model": model,
                                 "error": error, "seconds": time.perf_counter() - start,
-                                "n": len(y), "classes": int(y.max()) + 1})
+                                "n": len(y), "classes": int(y.max()) + 1,
+                                **_cv_error(fitted)})
             print(name, split, {r["model"]: round(r["error"], 4) for r in records
                                 if r["problem"] == name and r["split"] == split}, flush=True)
     return records
@@ -222,9 +232,12 @@ def main(argv=None):
     parser.add_argument("--splits", type=int, default=None, help="default 3, 1 with --quick")
     parser.add_argument("--pac", default="{}", help="JSON of PACBayesTreeClassifier arguments")
     parser.add_argument("--only", nargs="*", help="problems whose name contains one of these")
-    parser.add_argument("--rule", choices=("interior", "simplest"), default="interior",
+    parser.add_argument("--rule", choices=("interior", "simplest", "log_loss"),
+                        default="interior",
                         help="simplest: the selection's former tie-break (first of least loss, "
-                             "no refit check), for the measurement of docs/theory/selection.md")
+                             "no refit check); log_loss: ties of the 0-1 error broken by the "
+                             "predictive's log-loss (jaxtree.select.TIE_BREAK); for the "
+                             "measurements of docs/theory/selection.md")
     parser.add_argument("--models", nargs="*", help="only these models (the tuned tree always)")
     parser.add_argument("--out", default="benchmark_suite", help="results file stem")
     args = parser.parse_args(argv)
@@ -233,6 +246,9 @@ def main(argv=None):
         from jaxtree import select
         select.interior_best = lambda total, shape: select.jnp.argmin(total)
         select.MAX_REFIT_UNRESOLVED = 1.0
+    if args.rule == "log_loss":
+        from jaxtree import select
+        select.TIE_BREAK = "log_loss"
     if args.models:
         MODEL_FILTER.update(args.models + ["tuned tree"])
     records = run(args.quick, splits, json.loads(args.pac), args.only)

@@ -252,13 +252,13 @@ def test_estimator_agrees_with_the_pure_fit(partition):
 
 @pytest.mark.parametrize("partition", ["cart", pytest.param("kd", marks=pytest.mark.slow)])
 def test_cv_takes_explicit_splits_as_gridsearchcv_does(partition):
-    """``cv`` as (train, test) index pairs: the folds that ``cv=2`` deals, given explicitly,
-    give the same tuned model."""
+    """``cv`` as (train, test) index pairs: the folds that the default ``cv`` deals, given
+    explicitly, give the same tuned model."""
     from jaxtree import fitting
     X, y = data(3)
-    masks = fitting.train_masks(X, y, 2)
-    splits = [(np.flatnonzero(m), np.flatnonzero(~m)) for m in masks]
     dealt = PACBayesTreeClassifier(partition=partition).fit(X, y)
+    masks = fitting.train_masks(X, y, dealt.cv)
+    splits = [(np.flatnonzero(m), np.flatnonzero(~m)) for m in masks]
     given = PACBayesTreeClassifier(partition=partition, cv=splits).fit(X, y)
     assert given.best_params_ == dealt.best_params_
     np.testing.assert_array_equal(given.predict_proba(X), dealt.predict_proba(X))

@@ -96,7 +96,10 @@ KNOWN_COLLAPSES = {("imbalanced", "PrunedTreeClassifier"), ("imbalanced", "HSVot
 #: distinct rows) picks an η whose training accuracy is 0.79, below C1's 1.0 (C1 fits the noise;
 #: seed 1 has HS 0.85 over C1's 0.69). With split="spread" HS reaches 1.0 here but falls short
 #: on the constant-feature problem instead, so the default was left.
-KNOWN_SHORTFALLS = {("noisy", 0, "HSVoteClassifier")}
+#: The PAC-Bayes tree's 5-fold CV (its default) on the same problem keeps a smoother vote:
+#: training accuracy 0.854 (both classes predicted) against C1's 1.0, but it agrees with the
+#: labels before the flips (6 of 48 flipped) on 0.896 of the points, C1 and 2 folds on 0.875.
+KNOWN_SHORTFALLS = {("noisy", 0, "HSVoteClassifier"), ("noisy", 0, "PACBayesTreeClassifier")}
 
 
 def _cases():
@@ -107,7 +110,7 @@ def _cases():
                     continue   # binary only
                 known = ((generator.__name__, estimator.__name__) in KNOWN_COLLAPSES
                          or (generator.__name__, seed, estimator.__name__) in KNOWN_SHORTFALLS)
-                marks = [pytest.mark.xfail(strict=True, reason="KD-cycle T0")] if known else []
+                marks = [pytest.mark.xfail(strict=True, reason="KNOWN_*")] if known else []
                 if seed != SEEDS[0]:    # the second seed with the slow cases (~5 s a case)
                     marks.append(pytest.mark.slow)
                 yield pytest.param(generator, seed, estimator, marks=marks,

@@ -323,7 +323,10 @@ def _binned_cart(n):
 def test_estimator_grows_cart_t0_per_fold():
     X, y, masks, _ = _planted()
     model = jaxtree.PACBayesTreeClassifier(partition="cart").fit(X, y)
-    masks = fitting.train_masks(X, y, 2)      # the estimator's folds (distinct rows, seed 0)
+    assert model.cv == 5                      # the default (docs/theory/selection.md)
+    assert {f"split{f}_test_score" for f in range(6)} & set(model.cv_results_) == \
+        {f"split{f}_test_score" for f in range(5)}
+    masks = fitting.train_masks(X, y, 5)      # the estimator's folds (distinct rows, seed 0)
     folds = select.prepare_fold_trees(_binned_cart(len(y)), X, y, 3, masks)
     best = select.paper_search(None, folds, select.pacbayes_votes,     # the CV scores the
                                fixed={"smoothing": model.smoothing}).best_params  # predictive
@@ -366,7 +369,8 @@ def test_estimator_tuning_options():
     kd = dict(partition="kd", max_depth=DEPTH, split="spread")
     auto = jaxtree.PACBayesTreeClassifier(**kd).fit(X, labels)
     tree = jaxtree.kd_tree(X, max_depth=DEPTH, y=y, split="spread")
-    folds = select.prepare_folds(tree, X, jnp.asarray(y), L, fitting.train_masks(X, y, 2))
+    folds = select.prepare_folds(tree, X, jnp.asarray(y), L,
+                                 fitting.train_masks(X, y, auto.cv))
     # the estimator selects λ on the probabilities predict_proba gives (the posterior predictive)
     best = select.paper_search(tree, folds, select.pacbayes_votes,
                                fixed={"smoothing": auto.smoothing}).best_params
@@ -490,3 +494,13 @@ def test_small_sample_folds():
             assert masks.sum(axis=1).min() >= 2
     with pytest.raises(ValueError, match="cv"):
         select.small_sample_folds(10, 1, False)
+
+
+def test_log_loss_tie_break_takes_the_tied_setting_of_least_log_loss():
+    """``TIE_BREAK = "log_loss"`` (measured, not the default): among the settings tied at the
+    least 0-1 error the one of least log-loss, not the interior one; a setting of less log-loss
+    but more 0-1 error is never taken."""
+    total = jnp.array([1.0, 1.0, 1.0, 2.0])
+    finer = jnp.array([[1.0], [3.0], [2.0], [0.0]])
+    assert int(select._selected(total, (4,))) == 1                 # the interior of the tie
+    assert int(select._selected(total, (4,), finer)) == 0
