@@ -12,7 +12,7 @@ has a single point).
 
 Models, each with its defaults on the training part:
 
-* ``PACBayesTreeClassifier()`` (CART T0, λ's by 5-fold CV; ``--pac`` adds constructor
+* ``PACBayesTreeClassifier()`` (CART T0, λ's by 2-fold CV; ``--pac`` adds constructor
   arguments, to measure a change of default; ``--rule`` swaps the selection's tie rule);
 * scikit-learn's ``DecisionTreeClassifier(random_state=0)`` tuned by ``GridSearchCV`` (5
   folds) over ``ccp_alpha`` on the tree's own cost-complexity path (at most 30 values, evenly

@@ -532,13 +532,11 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         processes. Give ``lam1`` and ``lam2`` (or ``tune=None``) to skip the search.
       cv, random_state: number of CV folds (or a scikit-learn splitter, or an iterable of
         ``(train, test)`` index arrays) and the seed that deals them (and, with
-        ``partition="cart"``, breaks ties between features in the grown tree). Default 5, not
-        the paper's 2: each fold's T0 then grows on 80 % of the points instead of half, closer
-        to the tree the λ's are used on. Measured (docs/theory/selection.md, "Number of folds";
-        ``experiments/results/benchmark_suite.md``): test-error ratio to scikit-learn's tuned
-        tree 0.980 → 0.976 and 17 → 19 of 24 problems at or below it, for a fit about 1.5–2×
-        as long (spam, 1,050 rows: 1.2 → 1.7–2.2 s once compiled). ``cv=2`` is the paper's
-        protocol.
+        ``partition="cart"``, breaks ties between features in the grown tree). Default 2, the
+        paper's protocol. 5 folds were measured on ``experiments/benchmark_suite.py`` (34
+        problems × 3 splits) and not adopted: test-error ratio to scikit-learn's tuned tree
+        0.991 → 0.995, problems at or below it 23 → 21 of 34, for a fit about twice as long
+        (docs/theory/selection.md, "Number of folds").
       cv_trees: which T0 the CV folds use. ``"auto"`` (default): a T0 grown on each fold's
         training part for a label-aware partition (``"cart"``: grown on all points, its leaves
         have seen the validation labels and CV rewards trusting them), one T0 of all the points
@@ -591,7 +589,7 @@ class PACBayesTreeClassifier(TreeClassifierBase):
 
     def __init__(self, partition="cart", max_depth=None, min_split=2, split="spread",
                  lam1=None, lam2=None, potentials="practical", delta=0.05, proba="predictive",
-                 smoothing=DEFAULT_SMOOTHING, scoring="accuracy", tune="auto", cv=5,
+                 smoothing=DEFAULT_SMOOTHING, scoring="accuracy", tune="auto", cv=2,
                  random_state=0, bins=None, class_weight=None, distributed=False,
                  cv_trees="auto", certify=False):
         self.partition = partition
