@@ -5,6 +5,7 @@ float32 and float64) and real JAX processes started by jaxtree.launch (tests/dis
 the collectives, the estimator's fit, a peer that dies)."""
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 
@@ -193,6 +194,45 @@ def test_the_distributed_cart_t0_is_the_jax_builders():
         jaxtree.PACBayesTreeClassifier(partition="cart", lam1=1.0, lam2=1.0), Xb, yb,
         bins=worker.CART_BINS, reducer=r), X, y)
     assert all(isinstance(o, ValueError) and "mesh" in str(o) for o in outcomes), outcomes
+
+
+ROW_SHARDED_GROW = """
+import re
+import jax, numpy as np
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+import jaxtree
+from jaxtree import cart, distributed
+rng = np.random.default_rng(0)
+X = rng.normal(size=(1000, 5)).astype(np.float32)
+y = ((X[:, 0] + X[:, 1] > 0) + (X[:, 2] > 1)).astype(np.int32)
+w = np.ones(len(y), np.float32)
+edges = cart.quantile_edges(X, 16)
+config = jaxtree.GrowConfig(partition="cart", max_depth=8, width=64, num_classes=3, bins=16)
+mesh = Mesh(np.array(jax.devices()), ("rows",))
+rows = lambda a: jax.device_put(a, NamedSharding(mesh, P("rows", *([None] * (a.ndim - 1)))))
+program = distributed._grow_over_rows.lower(rows(X), rows(y), rows(w), edges, config).compile()
+text = program.as_text()
+print({op: len(re.findall(op + r"[-.\\w]*\\(", text)) for op in ("all-reduce", "all-gather", "all-to-all")})
+sharded, _ = distributed._grow_over_rows(rows(X), rows(y), rows(w), edges, config)
+alone, _ = jaxtree.grow_tree(X, y, w, config)
+print(all(np.array_equal(np.asarray(getattr(sharded, f)), np.asarray(getattr(alone, f)))
+          for f in ("internal", "feature", "threshold")))
+"""
+
+
+def test_a_row_sharded_grow_moves_no_rows():
+    """The distributed CART grow on rows sharded over 2 devices (a subprocess with 2 forced CPU
+    devices: the partitioning of a 2-process mesh): given the bin edges, its only collectives
+    are all-reduces (no all-gather or all-to-all of rows), and it grows the one-device tree."""
+    env = dict(os.environ, XLA_FLAGS=os.environ.get("XLA_FLAGS", "")
+               + " --xla_force_host_platform_device_count=2")
+    result = subprocess.run([sys.executable, "-c", ROW_SHARDED_GROW], env=env,
+                            capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
+    counts, same = result.stdout.strip().splitlines()[-2:]
+    counts = eval(counts)                                            # a printed dict literal
+    assert counts["all-reduce"] > 0 and counts["all-gather"] == 0 and counts["all-to-all"] == 0
+    assert same == "True"
 
 
 # ---------------------------------------------------------------------------------------------
