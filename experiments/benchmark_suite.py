@@ -232,12 +232,9 @@ def main(argv=None):
     parser.add_argument("--splits", type=int, default=None, help="default 3, 1 with --quick")
     parser.add_argument("--pac", default="{}", help="JSON of PACBayesTreeClassifier arguments")
     parser.add_argument("--only", nargs="*", help="problems whose name contains one of these")
-    parser.add_argument("--rule", choices=("interior", "simplest", "log_loss"),
-                        default="interior",
+    parser.add_argument("--rule", choices=("interior", "simplest"), default="interior",
                         help="simplest: the selection's former tie-break (first of least loss, "
-                             "no refit check); log_loss: ties of the 0-1 error broken by the "
-                             "predictive's log-loss (jaxtree.select.TIE_BREAK); for the "
-                             "measurements of docs/theory/selection.md")
+                             "no refit check), for the measurements of docs/theory/selection.md")
     parser.add_argument("--models", nargs="*", help="only these models (the tuned tree always)")
     parser.add_argument("--out", default="benchmark_suite", help="results file stem")
     args = parser.parse_args(argv)
@@ -246,9 +243,6 @@ def main(argv=None):
         from jaxtree import select
         select.interior_best = lambda total, shape: select.jnp.argmin(total)
         select.MAX_REFIT_UNRESOLVED = 1.0
-    if args.rule == "log_loss":
-        from jaxtree import select
-        select.TIE_BREAK = "log_loss"
     if args.models:
         MODEL_FILTER.update(args.models + ["tuned tree"])
     records = run(args.quick, splits, json.loads(args.pac), args.only)

@@ -44,11 +44,6 @@ first, i.e. the simplest first parameter, then the simplest second one. For the 
 larger λ2 (the concentration term Σ sqrt(N_A) penalises splitting) are simpler. :func:`tune`
 then refits on all the points and skips a tied setting whose refit leaves most training points
 unresolved (:func:`refit_unresolved`). docs/theory/selection.md has the measurements.
-
-With :data:`TIE_BREAK` set to ``"log_loss"`` (not the default; a switch to measure it), ties of
-the 0-1 error in :func:`paper_search` go first to the tied settings of least validation log-loss
-of the posterior predictive (one more pass over each stage's grid; only for votes with a
-``smoothing``, i.e. class frequencies), then to the interior among those.
 """
 
 from __future__ import annotations
@@ -83,10 +78,6 @@ SCORINGS = ("accuracy", "neg_log_loss", "neg_brier_score")
 #: A vote is resolved when its top score beats the others by more than this many float ulps of
 #: the scores' sum (module docstring).
 RESOLUTION_ULPS = 16
-#: How :func:`paper_search` breaks ties of the 0-1 validation error (module docstring):
-#: ``"interior"`` (the deepest setting of the tied region) or ``"log_loss"`` (the tied setting
-#: of least validation log-loss of the posterior predictive, then the deepest).
-TIE_BREAK = "interior"
 #: :func:`tune` skips a tied setting whose refit leaves more than this share of the training
 #: points unresolved.
 MAX_REFIT_UNRESOLVED = 0.5
@@ -639,23 +630,16 @@ def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAY
         ['lam1', 'lam2']
     """
     check_scoring(scoring)
-    finer = (TIE_BREAK == "log_loss" and scoring == "accuracy" and errors_fn is None
-             and "smoothing" in (fixed or {}))
     errors_fn = grid_errors if errors_fn is None else errors_fn
     grid0 = _first_grid(jnp.asarray(base_grid), tuple(directions), fixed or {})
     errors0 = errors_fn(tree, folds, votes_fn, grid0, batch_size, scoring=scoring)
-    finer0 = (grid_errors(tree, folds, votes_fn, grid0, batch_size, scoring="neg_log_loss")
-              if finer else None)
     if progress is not None:
         progress(errors0.shape[0])
-    grid1 = _second_grid(grid0, errors0, tuple(directions), linear_size, fixed or {}, finer0)
+    grid1 = _second_grid(grid0, errors0, tuple(directions), linear_size, fixed or {})
     errors1 = errors_fn(tree, folds, votes_fn, grid1, batch_size, scoring=scoring)
-    finer1 = (grid_errors(tree, folds, votes_fn, grid1, batch_size, scoring="neg_log_loss")
-              if finer else None)
     if progress is not None:
         progress(errors1.shape[0])
-    return _search_result(grid0, errors0, grid1, errors1, folds.weight, tuple(directions),
-                          finer1)
+    return _search_result(grid0, errors0, grid1, errors1, folds.weight, tuple(directions))
 
 
 # The steps between the two stages, each one program: run eagerly, their dozen small jnp ops
@@ -666,33 +650,19 @@ def _first_grid(base, directions, fixed):
     return _with_fixed(product_grid({name: base for name, _ in directions}, directions), fixed)
 
 
-def _selected(total, shape, finer=None):
-    """:func:`interior_best`, or with ``finer`` ``[G, k]`` losses the tied setting of least
-    finer loss (module docstring; :data:`TIE_BREAK`)."""
-    if finer is None:
-        return interior_best(total, shape)
-    best = jnp.min(total)
-    tied = total <= best + 1e-6 * jnp.maximum(jnp.abs(best), 1.0)
-    second = jnp.where(tied, finer.sum(axis=1), jnp.inf)
-    least = jnp.min(second)
-    close = second <= least + 1e-6 * jnp.maximum(jnp.abs(least), 1.0)
-    return interior_best(jnp.where(close, 0.0, 1.0), shape)
-
-
 @functools.partial(jax.jit, static_argnames=("directions", "linear_size"))
-def _second_grid(grid0, errors0, directions, linear_size, fixed, finer0=None):
+def _second_grid(grid0, errors0, directions, linear_size, fixed):
     """Stage 1: ``linear_size`` values from half to twice stage 0's best, per parameter."""
-    best0 = _selected(errors0.sum(axis=1), _grid_shape(grid0, directions), finer0)
+    best0 = interior_best(errors0.sum(axis=1), _grid_shape(grid0, directions))
     steps = jnp.linspace(0.5, 2.0, linear_size)
     return _with_fixed(product_grid({name: grid0[name][best0] * steps for name, _ in directions},
                                     directions), fixed)
 
 
 @functools.partial(jax.jit, static_argnames="directions")
-def _search_result(grid0, errors0, grid1, errors1, weight, directions,
-                   finer1=None) -> GridSearchResult:
+def _search_result(grid0, errors0, grid1, errors1, weight, directions) -> GridSearchResult:
     total1 = errors1.sum(axis=1)
-    best1 = _selected(total1, _grid_shape(grid1, directions), finer1)
+    best1 = interior_best(total1, _grid_shape(grid1, directions))
     num_valid = weight.sum(axis=1)
     names = [name for name, _ in directions]
     return GridSearchResult(grids=({name: grid0[name] for name in names},

@@ -494,13 +494,3 @@ def test_small_sample_folds():
             assert masks.sum(axis=1).min() >= 2
     with pytest.raises(ValueError, match="cv"):
         select.small_sample_folds(10, 1, False)
-
-
-def test_log_loss_tie_break_takes_the_tied_setting_of_least_log_loss():
-    """``TIE_BREAK = "log_loss"`` (measured, not the default): among the settings tied at the
-    least 0-1 error the one of least log-loss, not the interior one; a setting of less log-loss
-    but more 0-1 error is never taken."""
-    total = jnp.array([1.0, 1.0, 1.0, 2.0])
-    finer = jnp.array([[1.0], [3.0], [2.0], [0.0]])
-    assert int(select._selected(total, (4,))) == 1                 # the interior of the tie
-    assert int(select._selected(total, (4,), finer)) == 0
