@@ -95,7 +95,8 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 from sklearn.utils.multiclass import check_classification_targets
 
-from jaxtree import build, cart, select
+from jaxtree import build, cart, fitting, select, shapes
+from jaxtree.grow import GrowConfig, grow_tree
 from jaxtree.stats import (DEFAULT_CHUNK_ROWS, NodeStats, count_chunks, node_labels,
                            row_chunks, stats_from_counts)
 from jaxtree.tree import Tree
@@ -321,9 +322,6 @@ def grow_cart_t0(X, y, num_classes: int, max_depth: int, min_split: int, random_
     fit's is (:func:`jaxtree.fitting.widen_until_uncapped`) until no node is capped; every
     process sees the same (replicated) count of capped nodes, so all widen alike. A reducer
     without a mesh must hold all the rows (one holder)."""
-    from jaxtree import fitting
-    from jaxtree.grow import GrowConfig, grow_tree
-
     mesh = getattr(reducer, "mesh", None)
     if mesh is None and getattr(reducer, "size", 1) != 1:
         raise ValueError("the distributed CART T0 is grown over a mesh of the processes: use "
@@ -335,18 +333,12 @@ def grow_cart_t0(X, y, num_classes: int, max_depth: int, min_split: int, random_
                         width=fitting.default_width(n, min_split, max_depth, "cart"),
                         num_classes=int(num_classes), min_split=int(min_split), bins=int(bins),
                         random_state=0 if random_state is None else int(random_state))
-    if mesh is None:
-        arrays = (X, y, np.ones(len(y), X.dtype))
-        place = lambda a: a                                                    # noqa: E731
-    else:
+    arrays = (X, y, np.ones(len(y), X.dtype))
+    if mesh is not None:          # blocks padded to the largest with weight-0 rows, then sharded
         rows = int(reducer.max(np.array([X.shape[0]], np.int64))[0])
-        pad = rows - X.shape[0]
-        arrays = (np.concatenate([X, np.zeros((pad, X.shape[1]), X.dtype)]),
-                  np.concatenate([y, np.zeros(pad, y.dtype)]),
-                  np.concatenate([np.ones(len(y), X.dtype), np.zeros(pad, X.dtype)]))
-        place = lambda a: jax.make_array_from_process_local_data(            # noqa: E731
-            NamedSharding(mesh, P(AXIS, *([None] * (a.ndim - 1)))), a)
-    arrays = tuple(place(a) for a in arrays)
+        arrays = tuple(jax.make_array_from_process_local_data(
+            NamedSharding(mesh, P(AXIS, *([None] * (a.ndim - 1)))), shapes.pad_rows(a, rows))
+            for a in arrays)
 
     def run(config):
         tree, info = _grow_over_rows(*arrays, edges, config)
@@ -358,7 +350,6 @@ def grow_cart_t0(X, y, num_classes: int, max_depth: int, min_split: int, random_
 
 @functools.partial(jax.jit, static_argnames="config")
 def _grow_over_rows(X, y, weight, edges, config):
-    from jaxtree.grow import grow_tree
     return grow_tree(X, y, weight, config, edges=edges)
 
 
@@ -488,8 +479,7 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     includes ``"folds"`` when it tunes, with the folds' ``pseudo_points`` — and ``"weights"``),
     the wall ``seconds`` and this process's ``reductions`` and ``bytes`` (:class:`ProcessReducer`).
     """
-    from jaxtree import fitting
-    from jaxtree.estimators import PACBayesTreeClassifier, default_depth
+    from jaxtree.estimators import PACBayesTreeClassifier
 
     if not isinstance(estimator, PACBayesTreeClassifier):
         raise TypeError(f"jaxtree.distributed.fit fits a PACBayesTreeClassifier; got "
@@ -515,10 +505,9 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     partition = estimator.partition
     if partition not in _PARTITIONS:
         raise ValueError(f"partition must be one of {list(_PARTITIONS)}; got {partition!r}")
-    # a CART T0 is grown by jaxtree.grow_tree, to the one-process fit's default depth
+    # the one-process fit's default depth (a CART T0 too: jaxtree.grow_tree grows it)
     depth = (estimator.max_depth if estimator.max_depth is not None
-             else fitting.default_max_depth(partition, n, X.shape[1]) if partition == "cart"
-             else default_depth(partition, n, X.shape[1]))
+             else fitting.default_max_depth(partition, n, X.shape[1]))
     # a CART T0 has its own shape: compact, as the one-process fit's trees are
     layout = "compact" if partition == "cart" else "auto"
     _check_tree_options(depth, estimator.min_split, estimator.split, layout)
