@@ -34,7 +34,7 @@ from sklearn.utils.multiclass import check_classification_targets
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from jaxtree import fitting, shapes
-from jaxtree.grow import GrowConfig
+from jaxtree.grow import SPLITTERS, GrowConfig
 from jaxtree.pacbayes import node_predictive, pacbayes_log_weights
 from jaxtree.select import LOG_GRID
 from jaxtree.stats import class_frequencies, node_stats
@@ -285,8 +285,8 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         if self.partition != "cart":
             raise ValueError(f"partition must be 'cart' (the only one so far); got "
                              f"{self.partition!r}")
-        if self.splitter not in ("best", "random"):
-            raise ValueError(f"splitter must be 'best' or 'random'; got {self.splitter!r}")
+        if self.splitter not in SPLITTERS:
+            raise ValueError(f"splitter must be one of {SPLITTERS}; got {self.splitter!r}")
         for name in ("lam1", "lam2"):
             value = getattr(self, name)
             if value is not None and not (isinstance(value, (int, float, np.number))
