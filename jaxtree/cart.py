@@ -25,11 +25,14 @@ once, at the root, into at most K bins by its quantiles — the edges are the di
 the order statistics of ranks ``ceil(j·n/K) − 1``, j = 1..K−1, below the column's largest value
 (a value held by fewer than n/K rows may share a bin with a neighbour) — and a node's cuts are
 the bin edges: the score of "bins ≤ b go left" comes from the node's class histogram per bin, and
-the threshold is edge b itself (``<= edge`` goes left, as the binning does). The histograms are
+the threshold is edge b itself (``<= edge`` goes left, as the binning does). Consecutive edges
+split a node's rows alike when the bins between them hold none of its rows; of such a run the
+cut is the middle edge (:func:`middle_cut`), the binned form of a midpoint between the node's
+values (the first edge would hug the values left of the gap). The histograms are
 sums of per-row counts, so rows spread over processes give the same tree as rows in one place
 (:mod:`jaxtree.distributed`); with ``K ≥ n`` every distinct value is an edge and the binned tree
-splits the training rows exactly as the exact one (its thresholds are data values, not
-midpoints). Binned scores tie when within a relative ``TIE_TOLERANCE`` (:func:`near_best`): the
+splits the training rows exactly as the exact one (its thresholds are edges between the
+node's values, not midpoints). Binned scores tie when within a relative ``TIE_TOLERANCE`` (:func:`near_best`): the
 same rule in float32 (JAX) and float64 (NumPy) then picks the same cut, as exact equality of
 rounded scores would not.
 """
@@ -162,6 +165,25 @@ def near_best(score, best, xp=np):
     return (score > -xp.inf) & (score >= best - TIE_TOLERANCE * xp.abs(best))
 
 
+def middle_cut(joins, first, xp=np):
+    """``[...]`` the middle (lower middle on an even run) of the run of cuts that split a node's
+    rows as cut ``first`` ``[...]`` does: cut c joins the run when ``joins[..., c]``
+    (``[..., C]``: bin c holds none of the node's rows and edge c exists, :func:`gap_joins`).
+    Those cuts score the same; the middle one is the binned form of a midpoint between the
+    node's values, where the first would hug the values left of the gap."""
+    index = xp.arange(joins.shape[-1])
+    broken = ~joins & (index > first[..., None])
+    end = xp.where(broken.any(axis=-1), xp.argmax(broken, axis=-1) - 1, joins.shape[-1] - 1)
+    return (first + end) // 2
+
+
+def gap_joins(hist, has_edge):
+    """``[m, F, K-1]`` bool, :func:`middle_cut`'s ``joins``: cut c ("bins <= c go left") splits
+    the node's rows as cut c-1 does — bin c is empty in the class histograms ``hist``
+    ``[m, F, K, L]`` — and its edge exists (``has_edge`` ``[F, K-1]``)."""
+    return (hist[:, :, :-1].sum(axis=3) == 0) & has_edge
+
+
 def pick_split(feature_best, feature_cut, priority, xp=np):
     """Per node, the feature chosen among those whose best score ``feature_best`` ``[m, D]``
     ties with the node's best (:func:`near_best`): the one of highest ``priority`` ``[m, D]``
@@ -286,8 +308,9 @@ def best_binned_splits(binned: np.ndarray, y: np.ndarray, node: np.ndarray, coun
       as :func:`best_splits`: ``feature [m]`` (-1 where no cut) and ``threshold [m]`` (the edge).
 
     The score of a cut is :func:`best_splits`'s, from the left and right class counts; scores
-    tie within :func:`near_best`, and ties go to the feature of higher priority, then to the
-    smaller edge (:func:`pick_split`). The histograms ``[nodes, features,
+    tie within :func:`near_best`, and ties go to the feature of higher priority
+    (:func:`pick_split`), then to the smallest edge, moved to the middle of the gap between the
+    node's values that it cuts (:func:`middle_cut`). The histograms ``[nodes, features,
     K, L]`` are counted and reduced in blocks of about 4M entries.
     """
     m, num_classes = counts.shape
@@ -318,9 +341,11 @@ def best_binned_splits(binned: np.ndarray, y: np.ndarray, node: np.ndarray, coun
             cuts = np.array([len(edges[f]) for f in features])
             score = cut_scores(hist, criterion, np.arange(num_bins - 1) < cuts[:, None])
             feature_best[:, features] = score.max(axis=2)
-            # first (smallest edge) cut that ties with its feature's best
-            feature_cut[:, features] = np.argmax(
-                near_best(score, feature_best[:, features, None]), axis=2)
+            # the first (smallest edge) cut tied with the feature's best, moved to the middle
+            # of the gap between the node's values that it cuts
+            first = np.argmax(near_best(score, feature_best[:, features, None]), axis=2)
+            joins = gap_joins(hist, np.arange(num_bins - 1) < cuts[:, None])
+            feature_cut[:, features] = middle_cut(joins, first)
         chosen, cut, found = pick_split(feature_best, feature_cut, priority[block])
         feature[block[found]] = chosen[found]
         threshold[block[found]] = [edges[f][c] for f, c in zip(chosen[found], cut[found])]

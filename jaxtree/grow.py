@@ -48,7 +48,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxtree.build import median_rule, spread_rule
-from jaxtree.cart import CRITERIA, cut_scores, near_best, pick_split, tie_priority, tie_seed
+from jaxtree.cart import (CRITERIA, cut_scores, gap_joins, middle_cut, near_best, pick_split,
+                          tie_priority, tie_seed)
 from jaxtree.compact import CompactLayout
 from jaxtree.tree import Tree
 from jaxtree.validation import float_dtype, holds_nan
@@ -542,8 +543,8 @@ def _widest_spread(Z, order, weight, pos, W):
 
 def _bin_edges(Z, weight, bins, missing: bool, presorted=None):
     """``[D, K-1]`` the quantile edges of :func:`jaxtree.cart.bin_edges` over the weighted rows,
-    with repeats kept and edges at or above a column's largest value set to +inf (a repeat or an
-    infinite edge only adds empty bins, whose cuts score as their neighbour's or -inf). With
+    with repeats kept (:func:`_distinct_edges` moves them out) and edges at or above a column's
+    largest value set to +inf (an infinite edge only adds empty bins, whose cuts score -inf). With
     ``missing``, a column's NaN rows count as weight 0 (its quantiles are its observed values')."""
     dims, n = Z.shape[1], Z.shape[0]
     if missing:
@@ -563,6 +564,15 @@ def _bin_edges(Z, weight, bins, missing: bool, presorted=None):
 
     order = _column_order(Z) if presorted is None else presorted
     return jax.vmap(column_edges)(*order, Z.T, weights)
+
+
+def _distinct_edges(edges):
+    """``[D, K-1]``: each row's distinct finite edges first, in increasing order, then +inf
+    (as :func:`jaxtree.cart.bin_edges` lists them), from sorted ``edges`` with repeats: a cut's
+    index then counts distinct edges, as the middle of a gap (:func:`_middle_cut`) needs."""
+    repeat = jnp.concatenate([jnp.zeros_like(edges[:, :1], bool),
+                              edges[:, 1:] == edges[:, :-1]], axis=1)
+    return jnp.sort(jnp.where(repeat, jnp.inf, edges), axis=1)
 
 
 def _cut_candidates(hist, has_edge, criterion: str, missing: bool):
@@ -605,8 +615,7 @@ def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None, cut_dr
     W, (n, dims), K, L = config.width, Z.shape, config.bins, config.num_classes
     if edges is None:
         edges = _bin_edges(Z, weight, K, config.missing, presorted)             # [D, K-1]
-    else:
-        edges = jnp.asarray(edges, Z.dtype)
+    edges = _distinct_edges(jnp.asarray(edges, Z.dtype))
     binned = jax.vmap(lambda e, c: jnp.searchsorted(e, c, side="left"), out_axes=1)(
         edges, Z.T).astype(jnp.int32)                                        # [n, D]
     seed = tie_seed(config.random_state)
@@ -646,7 +655,8 @@ def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None, cut_dr
         score, cut_of, right_of = _cut_candidates(hist, has_edge[features], config.criterion,
                                                   config.missing)
         feature_best = score.max(axis=2)
-        feature_cut = jnp.argmax(near_best(score, feature_best[:, :, None], xp=jnp), axis=2)
+        first = jnp.argmax(near_best(score, feature_best[:, :, None], xp=jnp), axis=2)
+        feature_cut = _middle_cut(first, hist, has_edge[features], config.missing)
         chosen, candidate, found = pick_split(feature_best, feature_cut, priority, xp=jnp)
         feature = jnp.take_along_axis(features, chosen[:, None], axis=1)[:, 0]
         cut = jnp.asarray(cut_of)[candidate]
@@ -711,6 +721,21 @@ def _random_cuts(slot, row_bins, y, weight, u, features, has_edge, priority, wid
     sides = left[jnp.arange(width), chosen].sum(axis=1)
     larger_right = total[:, 0].sum(axis=1) - sides >= sides
     return feature, chosen_cut, found, larger_right
+
+
+def _middle_cut(first, hist, has_edge, missing: bool):
+    """``[m, F]`` the candidate (:func:`_cut_candidates`) ``first`` ``[m, F]`` moved to the
+    middle of the gap between the node's values that its edge cuts
+    (:func:`jaxtree.cart.middle_cut`), on the same side for the missing rows (so that where
+    none is missing the cut is the one without ``missing``); the split of the missing rows from
+    the others stays. ``hist`` ``[m, F, K (+1), L]``, ``has_edge`` ``[m, F, K-1]``."""
+    if not missing:
+        return middle_cut(gap_joins(hist, has_edge), first, xp=jnp)
+    joins = gap_joins(hist[:, :, :-1], has_edge)
+    edge, side = first // 2, first % 2
+    last = 2 * joins.shape[2]                      # the missing-only split
+    middle = middle_cut(joins, jnp.minimum(edge, joins.shape[2] - 1), xp=jnp)
+    return jnp.where(first == last, first, 2 * middle + side)
 
 
 def _missing_side(hist, cut, scored_right, missing: bool):

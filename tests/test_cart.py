@@ -151,7 +151,7 @@ def test_binned_matches_reference_on_quantile_edges(bins):
 
 def test_binned_with_a_bin_per_row_splits_like_exact_gini():
     """bins >= n: every distinct value but the largest is an edge, so the binned tree makes the
-    exact tree's splits (same features; thresholds at the lower value, not the midpoint)."""
+    exact tree's splits (same features and leaves; thresholds at data values, not midpoints)."""
     X, y = box_data(4, n=200)
     X[:, 0] = X[:, 0].round(1)
     exact = jaxtree.cart_tree(X, y, random_state=1)
@@ -160,8 +160,27 @@ def test_binned_with_a_bin_per_row_splits_like_exact_gini():
     np.testing.assert_array_equal(np.asarray(binned.feature), np.asarray(exact.feature))
     np.testing.assert_array_equal(np.asarray(jaxtree.leaf_of(binned, X)),
                                   np.asarray(jaxtree.leaf_of(exact, X)))
-    split = np.asarray(exact.internal)
-    assert np.all(np.asarray(binned.threshold)[split] <= np.asarray(exact.threshold)[split])
+    split = np.asarray(binned.internal)
+    features, thresholds = np.asarray(binned.feature)[split], np.asarray(binned.threshold)[split]
+    assert all(t in X[:, f] for f, t in zip(features, thresholds))
+
+
+def test_binned_cut_is_the_middle_edge_of_the_gap_between_a_nodes_values():
+    """A node whose rows of feature 1 are 0 (class 0) and 8 (class 1), with edges 0..7 from
+    other rows: all 8 cuts split it alike, and the cut is the middle one, edge 3 (the exact
+    tree's midpoint is 4), in the NumPy and in the JAX builder."""
+    gap = np.repeat([[0, 0], [0, 8]], 10, axis=0)                  # group 0: values 0 and 8
+    fill = np.stack([np.ones(35), np.repeat(np.arange(1, 8), 5)], axis=1)   # group 1: 1..7
+    X = np.concatenate([gap, fill]).astype(np.float32)
+    y = np.concatenate([np.repeat([0, 1], 10), np.full(35, 2)])
+    exact = jaxtree.cart_tree(X, y)
+    binned = jaxtree.cart_tree(X, y, bins=64)
+    config = jaxtree.GrowConfig(partition="cart", max_depth=3, width=8, num_classes=3, bins=64)
+    grown, _ = jaxtree.grow_tree(X, y, np.ones(len(y)), config)
+    for tree, cut in ((exact, 4.0), (binned, 3.0), (grown, 3.0)):
+        internal = np.asarray(tree.internal)
+        feature, threshold = np.asarray(tree.feature)[internal], np.asarray(tree.threshold)[internal]
+        assert feature.tolist() == [0, 1] and threshold[1] == cut
 
 
 def test_ties_between_features_are_broken_at_random():
