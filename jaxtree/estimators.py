@@ -535,7 +535,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         ``partition="cart"``, breaks ties between features in the grown tree). Default 2, the
         paper's protocol. 5 folds were measured on ``experiments/benchmark_suite.py`` (34
         problems × 3 splits) and not adopted: test-error ratio to scikit-learn's tuned tree
-        0.991 → 0.995, problems at or below it 23 → 21 of 34, for a fit about twice as long
+        0.991 → 0.995, problems at or below it 23 → 21 of 34 (before the binned CART's
+        middle-edge cut, which took the default to 0.980, 20 / 34), for a fit about twice as long
         (docs/theory/selection.md, "Number of folds").
       cv_trees: which T0 the CV folds use. ``"auto"`` (default): a T0 grown on each fold's
         training part for a label-aware partition (``"cart"``: grown on all points, its leaves
