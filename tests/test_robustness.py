@@ -96,7 +96,11 @@ KNOWN_COLLAPSES = {("imbalanced", "PrunedTreeClassifier"), ("imbalanced", "HSVot
 #: distinct rows) picks an η whose training accuracy is 0.79, below C1's 1.0 (C1 fits the noise;
 #: seed 1 has HS 0.85 over C1's 0.69). With split="spread" HS reaches 1.0 here but falls short
 #: on the constant-feature problem instead, so the default was left.
-KNOWN_SHORTFALLS = {("noisy", 0, "HSVoteClassifier")}
+#: The PAC-Bayes tree's too, since the binned CART cut moved to the middle of a gap (commit
+#: 56d00b2): training accuracy 0.917 (44 of 48) against C1's 1.0, with λ's from the grid's
+#: interior (0.39, 0.051), not a collapse: on 20 fresh samples of the same generator it scores
+#: 0.666 against C1's 0.638.
+KNOWN_SHORTFALLS = {("noisy", 0, "HSVoteClassifier"), ("noisy", 0, "PACBayesTreeClassifier")}
 
 
 def _cases():
