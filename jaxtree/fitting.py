@@ -29,7 +29,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxtree import select
+from jaxtree import select, shapes
 from jaxtree.grow import GrowConfig, check_grow_config, grow_tree, presort
 from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_log_weights,
                               pacbayes_theory_log_weights, posterior_predictive, vote)
@@ -519,7 +519,7 @@ def fit_with_config(X, y, weight, key, config: FitConfig, *, lam1=None, lam2=Non
                 None if splits is None else jnp.asarray(splits, dtype))
 
 
-@functools.partial(jax.jit, static_argnames="config")
+@functools.partial(shapes.jit, static_argnames="config")   # its CPU compiler options
 def _fit(X, y, weight, key, lam, delta, smoothing, depth_limit, config: FitConfig,
          splits=None) -> FittedTree:
     num_classes = config.grow.num_classes

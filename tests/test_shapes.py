@@ -324,3 +324,21 @@ def test_refit_across_a_default_depth_compiles_nothing(partition):
     # one layout; the results equal those of exact shapes: test_bucketed_estimator_fits_are_
     # identical (203 rows padded to 512: default depths 16 and 18)
     assert first.tree_.num_levels == second.tree_.num_levels
+
+
+def test_jit_with_compiler_options_joins_callers_traces():
+    """shapes.jit compiles with its options at the top level, and inside a caller's jit (traced
+    arguments, or closed-over constants that JAX does not show as tracers), vmap and grad it
+    joins the caller's program: JAX refuses options on a nested jit."""
+    square_sum = shapes.jit(lambda x, scale: scale * (x * x).sum())
+    x = np.arange(4.0, dtype=np.float32)
+    assert float(square_sum(x, 2.0)) == 28.0
+    assert float(jax.jit(square_sum)(x, 2.0)) == 28.0
+    assert float(jax.jit(lambda s: square_sum(x, 2.0) * s)(1.0)) == 28.0    # x a constant
+    np.testing.assert_allclose(jax.vmap(square_sum, in_axes=(0, None))(np.stack([x, x]), 1.0),
+                               [14.0, 14.0])
+    np.testing.assert_allclose(jax.grad(square_sum)(x, 1.0), 2 * x)
+    options = shapes.compiler_options()
+    assert options in ({}, shapes.CPU_COMPILER_OPTIONS)
+    if options:       # the options this XLA knows compile a program
+        jax.jit(lambda v: v + 1, compiler_options=options).lower(x).compile()
