@@ -31,10 +31,10 @@ cut is the middle edge (:func:`middle_cut`), the binned form of a midpoint betwe
 values (the first edge would hug the values left of the gap). The histograms are
 sums of per-row counts, so rows spread over processes give the same tree as rows in one place
 (:mod:`jaxtree.distributed`); with ``K ≥ n`` every distinct value is an edge and the binned tree
-splits the training rows exactly as the exact one (its thresholds are edges between the
-node's values, not midpoints). Binned scores tie when within a relative ``TIE_TOLERANCE`` (:func:`near_best`): the
-same rule in float32 (JAX) and float64 (NumPy) then picks the same cut, as exact equality of
-rounded scores would not.
+splits the training rows exactly as the exact one (its thresholds are edges between the node's
+values, not midpoints). Binned scores tie when within a relative ``TIE_TOLERANCE``
+(:func:`near_best`): the same rule in float32 (JAX) and float64 (NumPy) then picks the same cut,
+as exact equality of rounded scores would not.
 """
 
 from __future__ import annotations

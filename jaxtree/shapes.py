@@ -336,7 +336,6 @@ def enable_compilation_cache(path=None) -> pathlib.Path:
     return directory
 
 
-
 # ---------------------------------------------------------------------------------------------
 # Compiler options
 #: XLA options of :func:`jit`'s programs on a CPU: XLA:CPU's legacy elemental emitter instead of

@@ -179,7 +179,8 @@ def test_binned_cut_is_the_middle_edge_of_the_gap_between_a_nodes_values():
     grown, _ = jaxtree.grow_tree(X, y, np.ones(len(y)), config)
     for tree, cut in ((exact, 4.0), (binned, 3.0), (grown, 3.0)):
         internal = np.asarray(tree.internal)
-        feature, threshold = np.asarray(tree.feature)[internal], np.asarray(tree.threshold)[internal]
+        feature = np.asarray(tree.feature)[internal]
+        threshold = np.asarray(tree.threshold)[internal]
         assert feature.tolist() == [0, 1] and threshold[1] == cut
 
 
