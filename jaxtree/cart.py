@@ -339,13 +339,13 @@ def best_binned_splits(binned: np.ndarray, y: np.ndarray, node: np.ndarray, coun
             hist = np.bincount(slot.ravel(), minlength=len(block) * len(features) * per_node)
             hist = reducer.sum(hist).reshape(len(block), len(features), num_bins, num_classes)
             cuts = np.array([len(edges[f]) for f in features])
-            score = cut_scores(hist, criterion, np.arange(num_bins - 1) < cuts[:, None])
+            has_edge = np.arange(num_bins - 1) < cuts[:, None]
+            score = cut_scores(hist, criterion, has_edge)
             feature_best[:, features] = score.max(axis=2)
             # the first (smallest edge) cut tied with the feature's best, moved to the middle
             # of the gap between the node's values that it cuts
             first = np.argmax(near_best(score, feature_best[:, features, None]), axis=2)
-            joins = gap_joins(hist, np.arange(num_bins - 1) < cuts[:, None])
-            feature_cut[:, features] = middle_cut(joins, first)
+            feature_cut[:, features] = middle_cut(gap_joins(hist, has_edge), first)
         chosen, cut, found = pick_split(feature_best, feature_cut, priority[block])
         feature[block[found]] = chosen[found]
         threshold[block[found]] = [edges[f][c] for f, c in zip(chosen[found], cut[found])]

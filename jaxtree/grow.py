@@ -652,11 +652,12 @@ def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None, cut_dr
         hist = jax.ops.segment_sum(jnp.broadcast_to(weight[:, None], (n, k)).reshape(-1),
                                    segment.reshape(-1), num_segments=(width + 1) * k * bins * L)
         hist = hist[:width * k * bins * L].reshape(width, k, bins, L)
-        score, cut_of, right_of = _cut_candidates(hist, has_edge[features], config.criterion,
+        slot_has_edge = has_edge[features]                                 # [width, k, K-1]
+        score, cut_of, right_of = _cut_candidates(hist, slot_has_edge, config.criterion,
                                                   config.missing)
         feature_best = score.max(axis=2)
         first = jnp.argmax(near_best(score, feature_best[:, :, None], xp=jnp), axis=2)
-        feature_cut = _middle_cut(first, hist, has_edge[features], config.missing)
+        feature_cut = _middle_cut(first, hist, slot_has_edge, config.missing)
         chosen, candidate, found = pick_split(feature_best, feature_cut, priority, xp=jnp)
         feature = jnp.take_along_axis(features, chosen[:, None], axis=1)[:, 0]
         cut = jnp.asarray(cut_of)[candidate]
