@@ -4,7 +4,8 @@ Each of the ``n_estimators`` trees is a PAC-Bayes vote over the prunings of its 
 (:class:`jaxtree.PACBayesTreeClassifier`'s model), grown on a bootstrap sample of the training
 set given as integer sample weights. The trees' T0 share one compact shape (they are grown
 at shapes fixed by the configuration) and are stacked, so the statistics, the posterior weights and
-the predictions of all trees are one ``vmap`` (scanned over chunks of trees to bound memory).
+the predictions of all trees are compiled maps over the trees (scanned over chunks of trees to
+bound memory), run by ``n_jobs`` threads on equal chunks of the trees (:func:`over_trees`).
 The λ's are shared by all trees and chosen by the forest's out-of-bag error on a small grid (no
 inner cross-validation). :meth:`PACBayesForestClassifier.certificate` gives the out-of-bag
 first-order and tandem bounds on the majority vote's risk (:mod:`jaxtree.vote_bounds`,
@@ -12,7 +13,7 @@ docs/theory/forest.md).
 
 Growing T0 is :func:`grow_trees`: binned CART trees grown by :func:`jaxtree.grow_tree` on the
 bootstrap weights with a random subset of ``max_features`` features per node (only those columns
-are counted), all trees in one compiled ``lax.map``. The sample is padded with weight-0 rows to
+are counted), each thread's trees in one compiled ``lax.map``. The sample is padded with weight-0 rows to
 :func:`jaxtree.shapes.padded` rows, so fits at nearby sizes reuse the compiled programs.
 Measured with ``experiments/results/forest.md``'s command and, for the refit,
 ``python -m experiments.bench_fit --sections forest``.
@@ -23,7 +24,9 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import os
 import warnings
+from concurrent.futures import ThreadPoolExecutor
 from typing import Optional
 
 import jax
@@ -95,6 +98,52 @@ def _num_draws(max_samples, n: int) -> int:
                      f"{max_samples!r}")
 
 
+def _num_threads(n_jobs, n_estimators: int) -> int:
+    """Threads that run chunks of the trees at once: ``n_jobs``, or with None / -1 every core
+    this process may use; at most one per tree."""
+    if n_jobs is None or n_jobs == -1:
+        jobs = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") \
+            else (os.cpu_count() or 1)
+    elif isinstance(n_jobs, (int, np.integer)) and not isinstance(n_jobs, bool) and n_jobs >= 1:
+        jobs = int(n_jobs)
+    else:
+        raise ValueError(f"n_jobs must be None, -1 or an int >= 1; got {n_jobs!r}")
+    return max(1, min(jobs, n_estimators))
+
+
+def over_trees(fn, jobs: int, per_tree, *shared):
+    """``fn(*chunk, *shared)`` on ``jobs`` equal chunks of the trees, one thread per chunk;
+    returns the chunks' outputs in order. ``per_tree``: a tuple of pytrees whose arrays have the
+    trees on their leading axis; the last chunk is padded to the others' size by repeating the
+    last tree (the caller drops or zero-weights the padding), so every chunk runs one compiled
+    program.
+
+    Why threads: a compiled ``lax.map`` over trees runs its small per-level operations one after
+    another on one core, and the XLA CPU runtime runs two calls from two threads on two cores
+    at once (100 spam trees grown in 1.36 s by one call, 0.72 s by two calls of 50 from two
+    threads, on 2 cores)."""
+    if jobs == 1:
+        return [fn(*per_tree, *shared)]
+    m = len(jax.tree.leaves(per_tree)[0])
+    size = -(-m // jobs)
+
+    def chunk(x, j):
+        part = x[j * size:(j + 1) * size]
+        missing = size - part.shape[0]
+        return jnp.concatenate([part, jnp.repeat(x[-1:], missing, axis=0)]) if missing else part
+
+    def run(j):
+        return fn(*jax.tree.map(lambda x: chunk(x, j), per_tree), *shared)
+
+    with ThreadPoolExecutor(jobs) as pool:
+        return list(pool.map(run, range(-(-m // size))))
+
+
+def _joined(chunks, m: int):
+    """The chunks' outputs of :func:`over_trees` joined on the tree axis, padding dropped."""
+    return jax.tree.map(lambda *parts: jnp.concatenate(parts)[:m], *chunks)
+
+
 def draw_samples(n: int, n_estimators: int, bootstrap: bool, rng, draws=None) -> np.ndarray:
     """``[m, n]`` int32 sample weights: bootstrap multiplicities (``draws`` draws with
     replacement, default n) or all ones."""
@@ -105,7 +154,8 @@ def draw_samples(n: int, n_estimators: int, bootstrap: bool, rng, draws=None) ->
 
 
 def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: int,
-               max_depth: Optional[int], min_split: int, rng, splitter: str = "best") -> Tree:
+               max_depth: Optional[int], min_split: int, rng, splitter: str = "best",
+               jobs: int = 1) -> Tree:
     """T0 of every tree, stacked (leading axis ``m``): binned CART trees grown by
     :func:`jaxtree.grow_tree` on the bootstrap weights, ``max_features`` features drawn at random
     for each node, in one compiled ``lax.map`` over the trees (:func:`jaxtree.fitting.grow_trees`).
@@ -122,6 +172,7 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
         part of the compiled program, so a seed per fit would compile every fit anew.
       splitter: ``"best"`` or ``"random"`` (:class:`jaxtree.GrowConfig`'s: one random cut per
         node and feature, Extra-Trees-style).
+      jobs: threads that grow chunks of the trees at once (:func:`over_trees`).
     """
     n, dims = X.shape
     depth = fitting.default_max_depth("cart", n, dims) if max_depth is None else int(max_depth)
@@ -132,11 +183,12 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
                         max_features=None if max_features >= dims else int(max_features),
                         random_state=0, missing=holds_nan(X), splitter=splitter)
     keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(2 ** 31))), len(weights))
-    arrays = (jnp.asarray(X, float_dtype()), jnp.asarray(y, jnp.int32),
-              jnp.asarray(weights, float_dtype()), keys)
+    X, y = jnp.asarray(X, float_dtype()), jnp.asarray(y, jnp.int32)
 
     def run(config):
-        trees, info = _grow_all(*arrays, config)
+        chunks = over_trees(lambda w, k: _grow_all(X, y, w, k, config), jobs,
+                            (jnp.asarray(weights, float_dtype()), keys))
+        trees, info = _joined(chunks, len(weights))
         return (trees, info.capped.sum()), info.capped.sum()
 
     (trees, capped), config = fitting.widen_until_uncapped(run, config, X.shape)
@@ -151,23 +203,45 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
 _grow_all = jax.jit(fitting.grow_trees, static_argnames="config")
 
 
+def tree_statistics(trees: Tree, X, y, weights, num_classes: int, smoothing, jobs: int = 1):
+    """Stacked node statistics and smoothed class frequencies of the trees, ``weights`` ``[m, n]``
+    their sample weights; ``jobs`` threads (:func:`over_trees`)."""
+    weights = jnp.asarray(weights, float_dtype())
+    chunks = over_trees(lambda t, w: _tree_statistics(t, X, y, w, num_classes, smoothing), jobs,
+                        (trees, weights))
+    return _joined(chunks, weights.shape[0])
+
+
 @functools.partial(jax.jit, static_argnames="num_classes")
-def tree_statistics(trees: Tree, X, y, weights, num_classes: int, smoothing):
-    """Stacked node statistics and smoothed class frequencies of the trees (a ``lax.map``: the
-    counts are scatters, which a ``vmap`` batches slowly on a CPU: 0.18 s against 0.09 s for
-    100 trees on 4,000 rows)."""
+def _tree_statistics(trees: Tree, X, y, weights, num_classes: int, smoothing):
+    """:func:`tree_statistics` in one thread (a ``lax.map``: the counts are scatters, which a
+    ``vmap`` batches slowly on a CPU: 0.18 s against 0.09 s for 100 trees on 4,000 rows)."""
     def one(tree_and_weight):
         tree, w = tree_and_weight
         stats = node_stats(tree, X, y, num_classes, sample_weight=w)
         return stats, class_frequencies(tree, stats.counts, smoothing)
-    return jax.lax.map(one, (trees, jnp.asarray(weights, float_dtype())))
+    return jax.lax.map(one, (trees, weights))
+
+
+def grid_predictive_sums(trees, stats, node_proba, lams, X, tree_weight, chunk=TREE_CHUNK,
+                         jobs: int = 1):
+    """``[G, n, L]`` ``Σ_h tree_weight[h, i] · p_h(· | x_i; λ_g)``: the trees' posterior
+    predictives at each of the G settings ``lams`` ``[G, 2]``, summed with per-point weights
+    ``tree_weight`` ``[m, n]`` (e.g. the out-of-bag mask), scanned over chunks of ``chunk``
+    trees, in ``jobs`` threads (:func:`over_trees`; a padding tree has weight 0)."""
+    m = tree_weight.shape[0]
+    padded = -(-m // jobs) * jobs
+    tree_weight = jnp.concatenate([jnp.asarray(tree_weight),
+                                   jnp.zeros((padded - m,) + tree_weight.shape[1:],
+                                             tree_weight.dtype)])
+    chunks = over_trees(lambda *a: _grid_predictive_sums(*a, chunk=chunk), jobs,
+                        (trees, stats, node_proba, tree_weight), lams, X)
+    return functools.reduce(jnp.add, chunks)
 
 
 @functools.partial(jax.jit, static_argnames=("chunk",))
-def grid_predictive_sums(trees, stats, node_proba, lams, X, tree_weight, chunk=TREE_CHUNK):
-    """``[G, n, L]`` ``Σ_h tree_weight[h, i] · p_h(· | x_i; λ_g)``: the trees' posterior
-    predictives at each of the G settings ``lams`` ``[G, 2]``, summed with per-point weights
-    ``tree_weight`` ``[m, n]`` (e.g. the out-of-bag mask), scanned over chunks of trees."""
+def _grid_predictive_sums(trees, stats, node_proba, tree_weight, lams, X, chunk):
+    """:func:`grid_predictive_sums` in one thread."""
     m = tree_weight.shape[0]
     steps = -(-m // chunk)
     pad = steps * chunk - m
@@ -196,9 +270,16 @@ def grid_predictive_sums(trees, stats, node_proba, lams, X, tree_weight, chunk=T
     return total
 
 
+def tree_labels(trees, stats, node_proba, lam, X, jobs: int = 1):
+    """``[m, n]`` every tree's predicted label (argmax of its posterior predictive) at λ, in
+    ``jobs`` threads (:func:`over_trees`)."""
+    chunks = over_trees(_tree_labels, jobs, (trees, stats, node_proba), lam, X)
+    return _joined(chunks, stats.counts.shape[0])
+
+
 @jax.jit
-def tree_labels(trees, stats, node_proba, lam, X):
-    """``[m, n]`` every tree's predicted label (argmax of its posterior predictive) at λ."""
+def _tree_labels(trees, stats, node_proba, lam, X):
+    """:func:`tree_labels` in one thread."""
     def one(tree, stat, proba):
         log_w = pacbayes_log_weights(tree, stat, lam[0], lam[1])
         labels = jnp.argmax(node_predictive(tree, proba, log_w), axis=1)
@@ -232,6 +313,10 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         forest's out-of-bag error over :data:`LAMBDA_GRID` (with ``bootstrap=False``, λ's left
         at None take the grid's middle values).
       random_state: seed of the bootstrap samples, feature subsets and tie-breaking.
+      n_jobs: threads that grow and evaluate chunks of the trees at once (:func:`over_trees`):
+        None (default) or -1, one per core this process may use; an int, that many. Unlike
+        scikit-learn's None (one job), the default uses the machine: a compiled fit's small
+        per-level operations otherwise keep one core busy. The forest does not depend on it.
 
     ``X`` may hold NaN, a missing value: each split learns which side missing values take
     (docs/theory/missing.md). ``predict_proba`` is the mean of the trees' posterior
@@ -259,7 +344,7 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
 
     def __init__(self, n_estimators=100, max_features="sqrt", bootstrap=True, max_samples=None,
                  partition="cart", max_depth=None, min_split=2, smoothing=FOREST_SMOOTHING,
-                 lam1=None, lam2=None, random_state=None, splitter="best"):
+                 lam1=None, lam2=None, random_state=None, splitter="best", n_jobs=None):
         self.n_estimators = n_estimators
         self.max_features = max_features
         self.bootstrap = bootstrap
@@ -272,6 +357,7 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         self.lam2 = lam2
         self.random_state = random_state
         self.splitter = splitter
+        self.n_jobs = n_jobs
 
     def __sklearn_tags__(self):
         """NaN allowed (a missing value: each split learns its side)."""
@@ -292,6 +378,7 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
             if value is not None and not (isinstance(value, (int, float, np.number))
                                           and value > 0):
                 raise ValueError(f"{name} must be None (chosen out of bag) or > 0; got {value!r}")
+        _num_threads(self.n_jobs, 1)
         return _num_features(self.max_features, dims), _num_draws(self.max_samples, n)
 
     def fit(self, X, y):
@@ -316,11 +403,12 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         rows = shapes.padded(n)
         X, y_padded, _ = shapes.pad_sample(X, y, None, rows)
         padded_weights = shapes.pad_rows(weights.T, rows).T
+        jobs = _num_threads(self.n_jobs, len(weights))
         self.trees_ = grow_trees(X, y_padded, padded_weights, features, self.max_depth,
-                                 self.min_split, rng, self.splitter)
+                                 self.min_split, rng, self.splitter, jobs)
         self.stats_, self.node_proba_ = tree_statistics(self.trees_, X, y_padded,
                                                         padded_weights, num_classes,
-                                                        self.smoothing)
+                                                        self.smoothing, jobs)
         grid = self._grid()
         self.lambda_settings_ = len(grid) if self.bootstrap else 1
         if self.bootstrap:
@@ -328,7 +416,7 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
             sums = grid_predictive_sums(self.trees_, self.stats_, self.node_proba_,
                                         jnp.asarray(grid, float_dtype()), X,
                                         jnp.asarray(shapes.pad_rows(self.oob_mask_.T, rows).T,
-                                                    float_dtype()))
+                                                    float_dtype()), jobs=jobs)
             votes = np.asarray(sums)[:, :n]
             covered = self.oob_mask_.any(axis=0)
             errors = [np.mean(np.argmax(v[covered], axis=1) != y[covered]) for v in votes]
@@ -344,7 +432,7 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         if self.bootstrap:
             self.oob_predictions_ = np.asarray(tree_labels(
                 self.trees_, self.stats_, self.node_proba_, jnp.asarray(self.lam_, float_dtype()),
-                X))[:, :n]
+                X, jobs))[:, :n]
         return self
 
     def _grid(self):
@@ -364,7 +452,8 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         rows = shapes.padded(n)
         sums = grid_predictive_sums(self.trees_, self.stats_, self.node_proba_,
                                     jnp.asarray([self.lam_], float_dtype()),
-                                    shapes.pad_rows(X, rows), jnp.ones((m, rows), float_dtype()))
+                                    shapes.pad_rows(X, rows), jnp.ones((m, rows), float_dtype()),
+                                    jobs=_num_threads(self.n_jobs, m))
         return np.clip(np.asarray(sums[0])[:n] / m, 0, 1)
 
     def predict_trees(self, X):
@@ -375,7 +464,8 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
                           ensure_all_finite="allow-nan")
         labels = tree_labels(self.trees_, self.stats_, self.node_proba_,
                              jnp.asarray(self.lam_, float_dtype()),
-                             shapes.pad_rows(X, shapes.padded(X.shape[0])))
+                             shapes.pad_rows(X, shapes.padded(X.shape[0])),
+                             _num_threads(self.n_jobs, self.sample_weights_.shape[0]))
         return self.classes_[np.asarray(labels)[:, :X.shape[0]]]
 
     def predict(self, X):

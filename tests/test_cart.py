@@ -193,6 +193,30 @@ def test_ties_between_features_are_broken_at_random():
     assert len(used) > 1 and set().union(*used) == {0, 1}
 
 
+
+def test_node_hash_draws_uniform_subsets_and_uniform_numbers():
+    """node_hash's bits, the forest's random draws: the 3 largest of 10 hashes pick each feature
+    for 3/10 of 4,000 (level, node) pairs (binomial sd 0.007; 0.03 is 4 sd), every pair of
+    features together about as often as chance (1/15: sd 0.004), NumPy and JAX agree, and the
+    top 24 bits (the random splitter's uniforms) fill [0, 1) evenly."""
+    import jax.numpy as jnp
+    bits = np.concatenate([cart.node_hash(7, depth, np.arange(1000), 10) for depth in range(4)])
+    assert bits.dtype == np.uint32
+    np.testing.assert_array_equal(
+        np.asarray(cart.node_hash(jnp.uint32(7), jnp.int32(2), jnp.arange(1000), 10, xp=jnp)),
+        bits[2000:3000])
+    chosen = np.argsort(-bits.astype(np.int64), axis=1)[:, :3]
+    picked = np.zeros((len(bits), 10), bool)
+    np.put_along_axis(picked, chosen, True, axis=1)
+    assert np.abs(picked.mean(axis=0) - 0.3).max() < 0.03
+    together = (picked[:, :, None] & picked[:, None, :]).mean(axis=0)[~np.eye(10, dtype=bool)]
+    assert np.abs(together - 1 / 15).max() < 0.02
+    uniform = (bits >> 8) * 2.0 ** -24
+    assert uniform.min() >= 0 and uniform.max() < 1
+    counts = np.histogram(uniform, bins=10, range=(0, 1))[0] / uniform.size
+    assert np.abs(counts - 0.1).max() < 0.01
+
+
 # -- rules and API --------------------------------------------------------------------------------
 def test_leaves_are_pure_unless_small_or_unsplittable():
     X = np.array([[0.0], [0.0], [1.0], [2.0], [2.0], [3.0]], np.float32)

@@ -106,12 +106,31 @@ def test_max_samples_draws_smaller_bootstraps_and_the_forest_round_trips(tmp_pat
     assert loaded.certificate().tandem == forest.certificate().tandem
 
 
+def test_threads_do_not_change_the_forest():
+    """n_jobs splits the trees into chunks run by threads (3 threads for 5 trees: chunks of 2,
+    the last padded); the forest, its out-of-bag estimates and its predictions are the same."""
+    X, y = data()
+    X_test, _ = data(40, seed=1)
+    one, three = (F.PACBayesForestClassifier(n_estimators=5, random_state=0, n_jobs=jobs).fit(X, y)
+                  for jobs in (1, 3))
+    for name in ("feature", "threshold", "internal"):
+        np.testing.assert_array_equal(np.asarray(getattr(one.trees_, name)),
+                                      np.asarray(getattr(three.trees_, name)))
+    assert one.lam_ == three.lam_
+    np.testing.assert_array_equal(one.oob_predictions_, three.oob_predictions_)
+    np.testing.assert_allclose(one.oob_decision_function_, three.oob_decision_function_,
+                               rtol=1e-6)
+    np.testing.assert_allclose(one.predict_proba(X_test), three.predict_proba(X_test), rtol=1e-6)
+    np.testing.assert_array_equal(one.predict_trees(X_test), three.predict_trees(X_test))
+
+
 @pytest.mark.parametrize("kwargs, match", [
     (dict(max_samples=0.0), "max_samples"), (dict(max_samples=1000), "max_samples"),
     (dict(max_samples="half"), "max_samples"),
     (dict(n_estimators=0), "n_estimators"), (dict(max_features="all"), "max_features"),
     (dict(partition="kd"), "partition"), (dict(lam1=-1.0), "lam1"),
-    (dict(splitter="extra"), "splitter"),
+    (dict(splitter="extra"), "splitter"), (dict(n_jobs=0), "n_jobs"),
+    (dict(n_jobs=1.5), "n_jobs"),
 ])
 def test_bad_parameters_name_themselves(kwargs, match):
     X, y = data(30)
