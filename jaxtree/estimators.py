@@ -218,6 +218,9 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         cv, tuned = getattr(self, "cv", 2), getattr(self, "tune", None) is not None
         # whether T0 learns where missing values go (a separate program): decided once per fit
         self._missing = self._routes_missing() and holds_nan(X)
+        # a bound on the columns' distinct values: CART's histograms need no more bins
+        self._max_distinct = fitting.max_distinct(X, getattr(self, "partition", None),
+                                                  getattr(self, "bins", None))
         self._cv_splits = None
         if tuned and not isinstance(cv, (int, np.integer)):
             # a splitter or (train, test) pairs, as GridSearchCV takes them: [2, k, rows]
@@ -432,7 +435,8 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
                         bins=getattr(self, "bins", None), cv=folds,
                         lam1=1.0, lam2=1.0, tune=None, random_state=self._tie_seed(),
                         cv_trees="per_fold" if per_fold else "shared",
-                        missing=getattr(self, "_missing", False))
+                        missing=getattr(self, "_missing", False),
+                        max_distinct=getattr(self, "_max_distinct", None))
         return fitting.known_width(
             fitting.fit_config(X.shape[0], X.shape[1], **{**settings, **options}), X.shape)
 

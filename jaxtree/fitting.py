@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxtree import select, shapes
-from jaxtree.grow import GrowConfig, check_grow_config, grow_tree, presort
+from jaxtree.grow import GrowConfig, check_grow_config, distinct_bound, grow_tree, presort
 from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_log_weights,
                               pacbayes_theory_log_weights, posterior_predictive, vote)
 from jaxtree.stats import DEFAULT_SMOOTHING, NodeStats, check_smoothing, class_frequencies
@@ -434,7 +434,8 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
                         bins=bins, criterion=criterion, max_features=max_features, lam1=lam1,
                         lam2=lam2, potentials=potentials, proba=proba, scoring=scoring,
                         tune=tune, cv=cv, cv_trees=cv_trees, random_state=random_state,
-                        missing=missing)
+                        missing=missing, max_distinct=None if isinstance(X, jax.core.Tracer)
+                        else max_distinct(X, partition, bins))
     check_smoothing(smoothing)
 
     def run(config):
@@ -447,14 +448,26 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
     return widen_until_uncapped(run, config, (n, dims))[0]
 
 
+def max_distinct(X, partition: str, bins: Optional[int] = None) -> Optional[int]:
+    """:attr:`jaxtree.GrowConfig.max_distinct` of a concrete sample ``X`` for a T0 of
+    ``partition``: :func:`jaxtree.grow.distinct_bound` for CART (its histograms), else None
+    (and None for a ``bins`` that the config's check will refuse)."""
+    if partition != "cart" or not (bins is None or (isinstance(bins, (int, np.integer))
+                                                    and not isinstance(bins, bool) and bins >= 2)):
+        return None
+    return distinct_bound(X, DEFAULT_BINS if bins is None else bins)
+
+
 def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition: str = "kd",
                max_depth=None, min_split: int = 2, split: str = "spread", width=None, bins=None,
                criterion: str = "gini", max_features=None, lam1=None, lam2=None,
                potentials: str = "practical", proba: str = "predictive",
                scoring: str = "accuracy", tune: Optional[str] = "auto", cv: int = 2,
-               cv_trees: str = "auto", random_state: int = 0, missing: bool = False) -> FitConfig:
+               cv_trees: str = "auto", random_state: int = 0, missing: bool = False,
+               max_distinct: Optional[int] = None) -> FitConfig:
     """The :class:`FitConfig` of :func:`fit`'s options for a sample of ``num_rows`` rows (the
-    padded shape: the defaults of depth and width follow it). Raises ValueError naming a bad
+    padded shape: the defaults of depth and width follow it); ``max_distinct``:
+    :class:`jaxtree.GrowConfig`'s (:func:`max_distinct`). Raises ValueError naming a bad
     option."""
     if potentials not in POTENTIALS:
         raise ValueError(f"potentials must be one of {POTENTIALS}; got {potentials!r}")
@@ -490,7 +503,8 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
                       if width is None else width,
                       min_split=int(min_split), split=split, criterion=criterion,
                       bins=DEFAULT_BINS if bins is None else bins, max_features=max_features,
-                      num_classes=num_classes, random_state=random_state, missing=missing)
+                      num_classes=num_classes, random_state=random_state, missing=missing,
+                      max_distinct=max_distinct)
     check_grow_config(grow)
     per_fold = cv_trees == "per_fold" or (cv_trees == "auto" and partition == "cart")
     return FitConfig(grow=grow, potentials=potentials, proba=proba, tuned=tuned, cv=int(cv),

@@ -181,7 +181,8 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
                         num_classes=int(y.max()) + 1, min_split=int(min_split),
                         bins=fitting.DEFAULT_BINS,
                         max_features=None if max_features >= dims else int(max_features),
-                        random_state=0, missing=holds_nan(X), splitter=splitter)
+                        random_state=0, missing=holds_nan(X), splitter=splitter,
+                        max_distinct=fitting.max_distinct(X, "cart"))
     keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(2 ** 31))), len(weights))
     X, y = jnp.asarray(X, float_dtype()), jnp.asarray(y, jnp.int32)
 

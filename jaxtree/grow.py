@@ -87,6 +87,11 @@ class GrowConfig:
         (Extra-Trees-style, Geurts, Ernst & Wehenkel 2006, on the bins: for each feature one cut
         drawn uniformly among the bin edges between the node's lowest and highest bin, and
         the best of those cuts kept; needs a ``key``, not with ``missing``).
+      max_distinct: CART: None, or a bound on the distinct values of every column (NaN aside;
+        :func:`distinct_bound`). A column's finite bin edges are fewer than its distinct values
+        (an edge lies below the column's largest value), so the histograms then hold
+        ``min(bins, max_distinct)`` bins (:func:`histogram_bins`): the same tree at lower cost
+        (letter's 16 integer-valued features: 16 bins instead of 64).
 
     Example:
         A config is a static ``jit`` argument (hashable); :func:`check_grow_config` names the
@@ -116,6 +121,7 @@ class GrowConfig:
     stop_pure: bool = True
     missing: bool = False
     splitter: str = "best"
+    max_distinct: Optional[int] = None
 
 
 @functools.partial(jax.tree_util.register_dataclass, data_fields=["capped", "depth"],
@@ -177,6 +183,8 @@ def check_grow_config(config: GrowConfig) -> None:
         ("missing", not config.missing or config.partition == "cart",
          "False unless partition='cart' (only CART learns where missing values go)"),
         ("splitter", config.splitter in SPLITTERS, f"one of {SPLITTERS}"),
+        ("max_distinct", config.max_distinct is None
+         or (_is_int(config.max_distinct) and config.max_distinct >= 2), "None or an integer >= 2"),
         ("splitter", config.splitter == "best" or (config.partition == "cart"
                                                    and not config.missing),
          "'best' unless partition='cart' without missing (random cuts: CART's, observed "
@@ -269,6 +277,23 @@ def grow_tree(X, y, weight, config: GrowConfig, key=None,
                          f"{depth_limit!r}")
     return _grow(X, y, weight, key, jnp.asarray(depth_limit, jnp.int32), config, presorted,
                  edges)
+
+
+def distinct_bound(X, bins: int) -> Optional[int]:
+    """:attr:`GrowConfig.max_distinct` for the rows of ``X`` ``[n, D]`` (host arrays): the
+    largest number of distinct values in a column (NaN aside), rounded up to a power of 2 so
+    that samples of one dataset share a program; None where that reaches ``bins`` (no saving)."""
+    X = np.asarray(X)
+    most = max((len(np.unique(column[~np.isnan(column)])) for column in X.T), default=1)
+    bound = 1 << max(1, int(most - 1).bit_length())
+    return bound if bound < bins else None
+
+
+def histogram_bins(config: GrowConfig) -> int:
+    """The bins of a CART level's histograms: ``bins``, or fewer with ``max_distinct``."""
+    if config.max_distinct is None:
+        return config.bins
+    return min(config.bins, config.max_distinct)
 
 
 def presort(X, config: GrowConfig):
@@ -617,10 +642,13 @@ def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None, cut_dr
     ``cut_draws``: None (every cut scored), or ``(depth, at) -> [len(at), D]`` uniforms: the
     random splitter's cuts (:func:`_random_cuts`). ``edges``: None (the quantiles of these
     rows), or the ``[D, K-1]`` edges to use."""
-    W, (n, dims), K, L = config.width, Z.shape, config.bins, config.num_classes
+    W, (n, dims), L = config.width, Z.shape, config.num_classes
     if edges is None:
-        edges = _bin_edges(Z, weight, K, config.missing, presorted)             # [D, K-1]
-    edges = _distinct_edges(jnp.asarray(edges, Z.dtype))
+        edges = _bin_edges(Z, weight, config.bins, config.missing, presorted)   # [D, bins-1]
+    # every finite edge is among the first histogram_bins(config) - 1 distinct ones: the rest
+    # are +inf, whose bins stay empty, and are not counted
+    edges = _distinct_edges(jnp.asarray(edges, Z.dtype))[:, :histogram_bins(config) - 1]
+    K = edges.shape[1] + 1
     # the unrolled binary search: the default scan's loop took 3.7 ms against 2.6 ms for
     # spam's 4,096 rows × 57 features, once per grown tree
     binned = jax.vmap(lambda e, c: jnp.searchsorted(e, c, side="left", method="scan_unrolled"),

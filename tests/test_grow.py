@@ -273,3 +273,40 @@ def test_grows_under_x64():
         tree, _ = grow_tree(X, y, np.ones(N), config)
         assert tree.threshold.dtype == jnp.float64
         assert_same_tree(tree, numpy_tree(X, y, config), X)
+
+
+@pytest.mark.parametrize("options", [{}, {"missing": True}, {"max_features": 2}])
+def test_histograms_of_fewer_bins_grow_the_same_tree_on_few_distinct_values(options):
+    """max_distinct (a bound on the columns' distinct values): the histograms hold only that
+    many bins, and the tree is the one of all 64 (integer columns of 3-12 values, one of them
+    skewed so that quantile edges repeat; NaN in a tenth of the values with ``missing``)."""
+    rng = np.random.default_rng(11)
+    n = 400
+    X = np.stack([rng.integers(0, 3, n), rng.integers(0, 12, n), rng.integers(0, 7, n),
+                  np.minimum(rng.geometric(0.5, n), 9)], axis=1).astype(np.float32)
+    y = ((X[:, 1] > 5).astype(int) + (X[:, 3] > 2) + (rng.random(n) < 0.1)) % 3
+    if options.get("missing"):
+        X[rng.random(X.shape) < 0.1] = np.nan
+    weight = rng.poisson(1.0, n).astype(np.float32)
+    bound = jaxtree.grow.distinct_bound(X, 64)
+    assert bound == 16
+    config = GrowConfig(partition="cart", max_depth=12, width=128, num_classes=3, bins=64,
+                        **options)
+    key = jax.random.key(3) if "max_features" in options else None
+    full, info = grow_tree(X, y, weight, config, key)
+    fewer, _ = grow_tree(X, y, weight, dataclasses.replace(config, max_distinct=bound), key)
+    assert int(info.capped) == 0 and int(np.asarray(full.internal).sum()) > 10
+    for name in ("feature", "threshold", "internal", "missing_right"):
+        np.testing.assert_array_equal(np.asarray(getattr(fewer, name)),
+                                      np.asarray(getattr(full, name)))
+
+
+def test_distinct_bound_rounds_up_to_a_power_of_two_and_gives_up_at_bins():
+    column = lambda values: np.asarray(values, np.float64)[:, None]  # noqa: E731
+    assert jaxtree.grow.distinct_bound(column([1, 1, 1]), 64) == 2
+    assert jaxtree.grow.distinct_bound(column(np.arange(17) % 16), 64) == 16
+    assert jaxtree.grow.distinct_bound(column(np.arange(17)), 64) == 32
+    assert jaxtree.grow.distinct_bound(column([0, np.nan, 1, np.nan]), 64) == 2
+    assert jaxtree.grow.distinct_bound(column(np.arange(64)), 64) is None
+    with pytest.raises(ValueError, match="max_distinct"):
+        check_grow_config(GrowConfig(partition="cart", max_distinct=1))
