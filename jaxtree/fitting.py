@@ -382,7 +382,9 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
         ``FittedTree.capped``. Default :func:`default_width`, raised rung by rung while nodes
         are capped (:func:`widen_until_uncapped`) when ``fit`` runs on concrete arrays; under a
         caller's ``jit`` or ``vmap`` it stays the first rung: check ``capped`` or give it.
-      bins: quantile bins of a CART T0 (default :data:`DEFAULT_BINS`).
+      bins: quantile bins of a CART T0 (default :data:`DEFAULT_BINS`). With a concrete ``X``
+        whose columns all have fewer distinct values, the histograms hold only that many bins,
+        rounded up to a power of 2 (:attr:`jaxtree.GrowConfig.max_distinct`): the same tree.
       criterion: CART's impurity, ``"gini"`` or ``"entropy"``.
       max_features: split on a random subset of this many features per node (default all).
       lam1, lam2: the posterior's λ's; None: selected by CV (``tune="auto"``).

@@ -13,8 +13,9 @@ docs/theory/forest.md).
 
 Growing T0 is :func:`grow_trees`: binned CART trees grown by :func:`jaxtree.grow_tree` on the
 bootstrap weights with a random subset of ``max_features`` features per node (only those columns
-are counted), each thread's trees in one compiled ``lax.map``. The sample is padded with weight-0 rows to
-:func:`jaxtree.shapes.padded` rows, so fits at nearby sizes reuse the compiled programs.
+are counted), each thread's trees in one compiled ``lax.map``. The sample is padded with
+weight-0 rows to :func:`jaxtree.shapes.padded` rows, so fits at nearby sizes reuse the compiled
+programs.
 Measured with ``experiments/results/forest.md``'s command and, for the refit,
 ``python -m experiments.bench_fit --sections forest``.
 """
@@ -158,7 +159,8 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
                jobs: int = 1) -> Tree:
     """T0 of every tree, stacked (leading axis ``m``): binned CART trees grown by
     :func:`jaxtree.grow_tree` on the bootstrap weights, ``max_features`` features drawn at random
-    for each node, in one compiled ``lax.map`` over the trees (:func:`jaxtree.fitting.grow_trees`).
+    for each node, by a compiled ``lax.map`` over each chunk of the trees
+    (:func:`jaxtree.fitting.grow_trees`), one thread per chunk.
 
     Args:
       X: ``[n, D]`` float; NaN is a missing value (each split learns its side).
