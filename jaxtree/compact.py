@@ -234,10 +234,11 @@ class CompactLayout:
         return out, level_out
 
     def path_sum(self, edge: Array) -> Array:
-        """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes]``.
+        """Top-down pass: ``s(root) = 0``, ``s(A) = s(parent(A)) + edge(A)``; ``[nodes, ...]``
+        (trailing axes are summed alike, as :meth:`CompleteLayout.path_sum`'s: a ``[nodes, L]``
+        pass costs 0.38 ms against 0.60 ms for a ``vmap`` over the L columns on a letter tree).
 
         The padding slots of level 0 have no parent: ``s = edge`` there."""
-        require_node_vectors("path_sum", edge)
         return path_sum_by_fold(self, edge)
 
     def sibling(self, x: Array) -> Array:

@@ -455,7 +455,7 @@ def node_predictive(tree: Tree, node_proba: Array, log_weights: Array) -> Array:
     its deepest ``path`` entry (:func:`jaxtree.route` repeats the leaf): the same numbers as
     :func:`predictive_from_paths` up to the order of the sum."""
     contribution = jnp.exp(log_weights)[:, None] * node_proba.astype(log_weights.dtype)
-    return contribution[0] + jax.vmap(tree.layout.path_sum, in_axes=1, out_axes=1)(contribution)
+    return contribution[0] + tree.layout.path_sum(contribution)
 
 
 def node_votes(tree: Tree, stats: NodeStats, weight: Array, smoothing=None):

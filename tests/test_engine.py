@@ -802,10 +802,12 @@ def test_exact_at_any_magnitude():
 
 # -- the layout primitives the engine relies on -------------------------------------------------
 def test_passes_refuse_arrays_with_extra_axes():
-    # a [nodes, k] input would have its nodes mixed silently; batches go through vmap
+    # a [nodes, k] input to `up` would have its nodes mixed silently; batches go through vmap.
+    # path_sum sums trailing axes alike: column by column, as a vmap over them does
     from jaxtree.compact import CompactLayout
-    compact = CompactLayout.from_levels([np.array([-1]), np.array([0, 0])],
-                                        [np.array([True]), np.array([False, False])])
+    compact = CompactLayout.from_levels([np.array([-1]), np.array([0, 0]), np.array([0, 0])],
+                                        [np.array([True]), np.array([True, False]),
+                                         np.array([False, False])])
     for layout in (CompleteLayout(2), compact):
         two = jnp.zeros((layout.num_nodes, 2))
         flat = jnp.zeros(layout.num_nodes)
@@ -813,8 +815,10 @@ def test_passes_refuse_arrays_with_extra_axes():
         with pytest.raises(ValueError, match=r"\[nodes\] arrays"):
             layout.up(two, two, internal, jnp.logaddexp)
         assert layout.up(flat, flat, internal, jnp.logaddexp).shape == flat.shape
-    with pytest.raises(ValueError, match=r"\[nodes\] arrays"):
-        compact.path_sum(jnp.zeros((compact.num_nodes, 2)))
+        columns = jnp.asarray(np.random.default_rng(2).normal(size=(layout.num_nodes, 3)))
+        np.testing.assert_array_equal(
+            np.asarray(layout.path_sum(columns)),
+            np.asarray(jax.vmap(layout.path_sum, in_axes=1, out_axes=1)(columns)))
 
 
 def test_complete_layout_primitives_match_a_plain_loop(precision):
