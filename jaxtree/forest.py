@@ -165,7 +165,9 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
     Args:
       X: ``[n, D]`` float; NaN is a missing value (each split learns its side).
       y: ``[n]`` int labels ``0..L-1``.
-      weights: ``[m, n]`` int sample weights (a tree sees row i ``weights[h, i]`` times).
+      weights: ``[m, n]`` int sample weights (a tree sees row i ``weights[h, i]`` times); rows
+        of weight 0 in every tree (padding) do not count in the histograms' bound on distinct
+        values (:attr:`jaxtree.GrowConfig.max_distinct`).
       max_features: features each node may split on (``D``: all).
       max_depth: depth cap (None: :func:`jaxtree.fitting.default_max_depth` of ``n``).
       min_split: nodes of smaller weight are not split.
@@ -184,7 +186,7 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
                         bins=fitting.DEFAULT_BINS,
                         max_features=None if max_features >= dims else int(max_features),
                         random_state=0, missing=holds_nan(X), splitter=splitter,
-                        max_distinct=fitting.max_distinct(X, "cart"))
+                        max_distinct=fitting.max_distinct(X[weights.sum(axis=0) > 0], "cart"))
     keys = jax.random.split(jax.random.PRNGKey(int(rng.integers(2 ** 31))), len(weights))
     X, y = jnp.asarray(X, float_dtype()), jnp.asarray(y, jnp.int32)
 
