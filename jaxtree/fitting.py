@@ -34,7 +34,7 @@ from jaxtree.grow import GrowConfig, check_grow_config, distinct_bound, grow_tre
 from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_log_weights,
                               pacbayes_theory_log_weights, posterior_predictive, vote)
 from jaxtree.stats import DEFAULT_SMOOTHING, NodeStats, check_smoothing, class_frequencies
-from jaxtree.stats import node_stats
+from jaxtree.stats import node_labels, node_stats
 from jaxtree.tree import Tree, route
 from jaxtree.validation import holds_nan
 
@@ -284,23 +284,28 @@ def holdout_weights(X: Array, y: Array, weight: Array, key: Array, fraction: flo
 
 def cv_folds(X: Array, y: Array, weight: Array, fold_key: Array, grow_key: Array, tree: Tree,
              config: FitConfig, num_classes: int, fold_trees: Optional[Tree] = None,
-             splits: Optional[Array] = None, depth_limit=None) -> select.Folds:
+             splits: Optional[Array] = None, depth_limit=None,
+             fold_counts: Optional[Array] = None) -> select.Folds:
     """:class:`jaxtree.select.Folds` of a ``config.cv``-fold CV in weights (:func:`fold_weights`):
     every fold's validation part is all ``n`` rows, weighted by its validation weights. With
     ``config.per_fold_trees`` each fold's T0 is grown on its training part
     (:func:`grow_trees` with the keys :func:`fold_tree_keys`; or given, stacked, as
     ``fold_trees``), else every fold uses ``tree``. ``splits``: None, or ``[2, cv, n]`` the
     folds' training and validation weights in place of the dealt ones. ``depth_limit``: the
-    folds' trees' depth (:func:`jaxtree.grow_tree`)."""
+    folds' trees' depth (:func:`jaxtree.grow_tree`). ``fold_counts``: None, or with
+    ``fold_trees`` their class counts on their training parts ``[cv, nodes, L]``
+    (:attr:`jaxtree.GrowInfo.counts`), so the rows are not counted again."""
     train, valid = fold_parts(X, y, weight, fold_key, config.cv, splits)
     k = config.cv
-    trees = fold_trees
+    trees, counts = fold_trees, fold_counts
     if config.per_fold_trees and trees is None:
-        trees = grow_trees(X, y, train, fold_tree_keys(grow_key, k), config.grow,
-                           depth_limit)[0]
+        trees, infos = grow_trees(X, y, train, fold_tree_keys(grow_key, k), config.grow,
+                                  depth_limit)
+        counts = infos.counts
 
-    def one_fold(fold_tree, train_weight):
-        stats = node_stats(fold_tree, X, y, num_classes, train_weight)
+    def one_fold(fold_tree, train_weight, fold_counts):
+        stats = node_stats(fold_tree, X, y, num_classes, train_weight) if fold_counts is None \
+            else NodeStats(counts=fold_counts, label=node_labels(fold_tree, fold_counts))
         path, on_path = route(fold_tree, X)
         return stats, path, on_path
 
@@ -309,7 +314,7 @@ def cv_folds(X: Array, y: Array, weight: Array, fold_key: Array, grow_key: Array
         stats = jax.vmap(lambda w: node_stats(tree, X, y, num_classes, w))(train)
         path, on_path = (jnp.broadcast_to(a, (k,) + a.shape) for a in (path, on_path))
     else:
-        stats, path, on_path = jax.vmap(one_fold)(trees, train)
+        stats, path, on_path = jax.vmap(one_fold)(trees, train, counts)
     labels = jnp.broadcast_to(y, (k,) + y.shape)
     return select.Folds(train=stats, path=path, on_path=on_path, label=labels,
                         weight=valid.astype(tree.threshold.dtype), tree=trees)
@@ -540,7 +545,7 @@ def _fit(X, y, weight, key, lam, delta, smoothing, depth_limit, config: FitConfi
          splits=None) -> FittedTree:
     num_classes = config.grow.num_classes
     grow_key, fold_key = fit_keys(key)
-    fold_trees = None
+    fold_trees = fold_counts = None
     if config.tuned and config.per_fold_trees:
         # T0 and the folds' trees in one loop: one copy of the builder in the program
         train = fold_parts(X, y, weight, fold_key, config.cv, splits)[0]
@@ -549,14 +554,14 @@ def _fit(X, y, weight, key, lam, delta, smoothing, depth_limit, config: FitConfi
             jnp.concatenate([grow_key[None], fold_tree_keys(grow_key, config.cv)]), config.grow,
             depth_limit)
         tree, info = jax.tree.map(lambda a: a[0], (trees, infos))
-        fold_trees = jax.tree.map(lambda a: a[1:], trees)
+        fold_trees, fold_counts = jax.tree.map(lambda a: a[1:], (trees, infos.counts))
     else:
         tree, info = grow_tree(X, y, weight, config.grow, grow_key, depth_limit)
-    stats = node_stats(tree, X, y, num_classes, weight)
+    stats = NodeStats(counts=info.counts, label=node_labels(tree, info.counts))
     search, cv_error = None, jnp.asarray(jnp.nan, X.dtype)
     if config.tuned:
         folds = cv_folds(X, y, weight, fold_key, grow_key, tree, config, num_classes,
-                         fold_trees, splits, depth_limit)
+                         fold_trees, splits, depth_limit, fold_counts)
         directions = tuple(d for d in select.PACBAYES_DIRECTIONS if d[0] in config.tuned)
         fixed = {name: lam[name] for name in ("lam1", "lam2") if name not in config.tuned}
         if config.proba == "predictive":

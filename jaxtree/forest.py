@@ -41,7 +41,7 @@ from jaxtree import fitting, shapes
 from jaxtree.grow import SPLITTERS, GrowConfig
 from jaxtree.pacbayes import node_predictive, pacbayes_log_weights
 from jaxtree.select import LOG_GRID
-from jaxtree.stats import class_frequencies, node_stats
+from jaxtree.stats import NodeStats, check_smoothing, class_frequencies, node_labels
 from jaxtree.tree import Tree, leaf_of
 from jaxtree.validation import float_dtype, holds_nan
 from jaxtree.vote_bounds import WEIGHTS, ForestCertificate, forest_certificate
@@ -60,11 +60,6 @@ LAMBDA_GRID = tuple((float(a), float(b)) for a in LOG_GRID[1::2]
 #: of test error on letter (26 classes: 0.1115 against 0.0865 at 0.001; split 0 of
 #: ``experiments.forest``) and 0.15–0.2 points on digit and eeg.
 FOREST_SMOOTHING = 1e-3
-#: Trees per step of the scan over trees (memory: chunk · grid · n · L floats). One: vmapped
-#: chunks of 4 trees took 2.0–2.5 s against 1.3 s for the 10-setting out-of-bag sums of 100
-#: letter trees (3,900 rows, in one process); the sums agree to float rounding (the order of
-#: the additions over trees).
-TREE_CHUNK = 1
 
 
 def _num_features(max_features, dims: int) -> int:
@@ -156,11 +151,12 @@ def draw_samples(n: int, n_estimators: int, bootstrap: bool, rng, draws=None) ->
 
 def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: int,
                max_depth: Optional[int], min_split: int, rng, splitter: str = "best",
-               jobs: int = 1) -> Tree:
-    """T0 of every tree, stacked (leading axis ``m``): binned CART trees grown by
-    :func:`jaxtree.grow_tree` on the bootstrap weights, ``max_features`` features drawn at random
-    for each node, by a compiled ``lax.map`` over each chunk of the trees
-    (:func:`jaxtree.fitting.grow_trees`), one thread per chunk.
+               jobs: int = 1) -> tuple[Tree, jax.Array]:
+    """``(trees, counts)``: T0 of every tree, stacked (leading axis ``m``), and its class
+    counts ``[m, nodes, L]`` on its bootstrap sample (:attr:`jaxtree.GrowInfo.counts`): binned
+    CART trees grown by :func:`jaxtree.grow_tree` on the bootstrap weights, ``max_features``
+    features drawn at random for each node, by a compiled ``lax.map`` over each chunk of the
+    trees (:func:`jaxtree.fitting.grow_trees`), one thread per chunk.
 
     Args:
       X: ``[n, D]`` float; NaN is a missing value (each split learns its side).
@@ -194,102 +190,78 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
         chunks = over_trees(lambda w, k: _grow_all(X, y, w, k, config), jobs,
                             (jnp.asarray(weights, float_dtype()), keys))
         trees, info = _joined(chunks, len(weights))
-        return (trees, info.capped.sum()), info.capped.sum()
+        return (trees, info.counts, info.capped.sum()), info.capped.sum()
 
-    (trees, capped), config = fitting.widen_until_uncapped(run, config, X.shape)
+    (trees, counts, capped), config = fitting.widen_until_uncapped(run, config, X.shape)
     capped = int(capped)
     if capped:
         warnings.warn(f"{capped} nodes over the forest's trees were not split: a level would "
                       f"need more than {config.width} nodes; raise min_split or lower "
                       f"max_depth", RuntimeWarning, stacklevel=3)
-    return trees
+    return trees, counts
 
 
 _grow_all = jax.jit(fitting.grow_trees, static_argnames="config")
 
 
-def tree_statistics(trees: Tree, X, y, weights, num_classes: int, smoothing, jobs: int = 1):
-    """Stacked node statistics and smoothed class frequencies of the trees, ``weights`` ``[m, n]``
-    their sample weights; ``jobs`` threads (:func:`over_trees`)."""
-    weights = jnp.asarray(weights, float_dtype())
-    chunks = over_trees(lambda t, w: _tree_statistics(t, X, y, w, num_classes, smoothing), jobs,
-                        (trees, weights))
-    return _joined(chunks, weights.shape[0])
+@jax.jit
+def tree_statistics(trees: Tree, counts, smoothing):
+    """Stacked node statistics and smoothed class frequencies of the trees from their class
+    counts ``[m, nodes, L]`` (:func:`grow_trees`' — the builder's level histograms, so the
+    points are not routed through the trees again: 0.16 s → 0.09 s of a 100-tree letter fit;
+    one thread: split over two, the copies of the chunks cost more than they saved)."""
+    def one(tree_and_counts):
+        tree, tree_counts = tree_and_counts
+        return (NodeStats(counts=tree_counts, label=node_labels(tree, tree_counts)),
+                class_frequencies(tree, tree_counts, smoothing))
+    return jax.lax.map(one, (trees, counts))
 
 
-@functools.partial(jax.jit, static_argnames="num_classes")
-def _tree_statistics(trees: Tree, X, y, weights, num_classes: int, smoothing):
-    """:func:`tree_statistics` in one thread (a ``lax.map``: the counts are scatters, which a
-    ``vmap`` batches slowly on a CPU: 0.18 s against 0.09 s for 100 trees on 4,000 rows)."""
-    def one(tree_and_weight):
-        tree, w = tree_and_weight
-        stats = node_stats(tree, X, y, num_classes, sample_weight=w)
-        return stats, class_frequencies(tree, stats.counts, smoothing)
-    return jax.lax.map(one, (trees, weights))
-
-
-def grid_predictive_sums(trees, stats, node_proba, lams, X, tree_weight, chunk=TREE_CHUNK,
-                         jobs: int = 1):
+def grid_predictive_sums(trees, stats, node_proba, lams, X, tree_weight, jobs: int = 1,
+                         labels: bool = False):
     """``[G, n, L]`` ``Σ_h tree_weight[h, i] · p_h(· | x_i; λ_g)``: the trees' posterior
     predictives at each of the G settings ``lams`` ``[G, 2]``, summed with per-point weights
-    ``tree_weight`` ``[m, n]`` (e.g. the out-of-bag mask), scanned over chunks of ``chunk``
-    trees, in ``jobs`` threads (:func:`over_trees`; a padding tree has weight 0)."""
+    ``tree_weight`` ``[m, n]`` (e.g. the out-of-bag mask), one tree after the other, in ``jobs``
+    threads (:func:`over_trees`; a padding tree has weight 0).
+
+    With ``labels``: ``(sums, labels)``, ``labels`` ``[m, G, n]`` every tree's predicted label
+    (argmax of its predictive; the smallest int dtype that holds L) at every setting, read off
+    the predictives the sums add anyway (a second pass at the chosen λ cost 0.1 s of a 100-tree
+    letter fit)."""
     m = tree_weight.shape[0]
     padded = -(-m // jobs) * jobs
     tree_weight = jnp.concatenate([jnp.asarray(tree_weight),
                                    jnp.zeros((padded - m,) + tree_weight.shape[1:],
                                              tree_weight.dtype)])
-    chunks = over_trees(lambda *a: _grid_predictive_sums(*a, chunk=chunk), jobs,
+    chunks = over_trees(lambda *a: _grid_predictive_sums(*a, labels=labels), jobs,
                         (trees, stats, node_proba, tree_weight), lams, X)
-    return functools.reduce(jnp.add, chunks)
+    sums = functools.reduce(jnp.add, [c[0] for c in chunks])
+    if not labels:
+        return sums
+    return sums, jnp.concatenate([c[1] for c in chunks])[:m]
 
 
-@functools.partial(jax.jit, static_argnames=("chunk",))
-def _grid_predictive_sums(trees, stats, node_proba, tree_weight, lams, X, chunk):
-    """:func:`grid_predictive_sums` in one thread."""
-    m = tree_weight.shape[0]
-    steps = -(-m // chunk)
-    pad = steps * chunk - m
-
-    def split(x):
-        x = jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) if pad else x
-        return x.reshape((steps, chunk) + x.shape[1:])
-
-    weight = jnp.concatenate([tree_weight, jnp.zeros((pad,) + tree_weight.shape[1:],
-                                                     tree_weight.dtype)]) if pad else tree_weight
-    xs = jax.tree.map(split, (trees, stats, node_proba)) + (weight.reshape(
-        (steps, chunk) + weight.shape[1:]),)
-
-    def per_tree(tree, stat, proba, w):
-        leaf = leaf_of(tree, X)
-        def at(lam):
-            log_w = pacbayes_log_weights(tree, stat, lam[0], lam[1])
-            return node_predictive(tree, proba, log_w)[leaf]
-        return jax.vmap(at)(lams) * w[None, :, None]
-
-    def step(total, chunk_xs):
-        return total + jnp.sum(jax.vmap(per_tree)(*chunk_xs), axis=0), None
-
-    init = jnp.zeros((lams.shape[0], X.shape[0], node_proba.shape[-1]), float_dtype())
-    total, _ = jax.lax.scan(step, init, xs)
-    return total
+def _label_dtype(num_classes: int):
+    return next(t for t in (jnp.int8, jnp.int16, jnp.int32) if num_classes <= jnp.iinfo(t).max)
 
 
-def tree_labels(trees, stats, node_proba, lam, X, jobs: int = 1):
-    """``[m, n]`` every tree's predicted label (argmax of its posterior predictive) at λ, in
-    ``jobs`` threads (:func:`over_trees`)."""
-    chunks = over_trees(_tree_labels, jobs, (trees, stats, node_proba), lam, X)
-    return _joined(chunks, stats.counts.shape[0])
+@functools.partial(jax.jit, static_argnames=("labels",))
+def _grid_predictive_sums(trees, stats, node_proba, tree_weight, lams, X, labels):
+    """:func:`grid_predictive_sums` in one thread: ``(sums, labels or None)``."""
+    num_classes = node_proba.shape[-1]
 
+    def step(total, tree_xs):
+        tree, stat, proba, w = tree_xs
+        log_w = jax.vmap(lambda lam: pacbayes_log_weights(tree, stat, lam[0], lam[1]),
+                         out_axes=1)(lams)                                       # [nodes, G]
+        at = node_predictive(tree, proba, log_w)[leaf_of(tree, X)]              # [n, G, L]
+        tree_labels = jnp.argmax(at, axis=2).T.astype(_label_dtype(num_classes)) \
+            if labels else None
+        return total + at * w[:, None, None], tree_labels
 
-@jax.jit
-def _tree_labels(trees, stats, node_proba, lam, X):
-    """:func:`tree_labels` in one thread."""
-    def one(tree, stat, proba):
-        log_w = pacbayes_log_weights(tree, stat, lam[0], lam[1])
-        labels = jnp.argmax(node_predictive(tree, proba, log_w), axis=1)
-        return labels[leaf_of(tree, X)]
-    return jax.lax.map(lambda a: one(*a), (trees, stats, node_proba))
+    init = jnp.zeros((X.shape[0], lams.shape[0], num_classes), float_dtype())
+    total, tree_labels = jax.lax.scan(step, init, (trees, stats, node_proba, tree_weight))
+    return total.transpose(1, 0, 2), tree_labels
 
 
 class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
@@ -383,6 +355,7 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
             if value is not None and not (isinstance(value, (int, float, np.number))
                                           and value > 0):
                 raise ValueError(f"{name} must be None (chosen out of bag) or > 0; got {value!r}")
+        check_smoothing(self.smoothing)
         _num_threads(self.n_jobs, 1)
         return _num_features(self.max_features, dims), _num_draws(self.max_samples, n)
 
@@ -397,7 +370,6 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError("splitter='random' does not take missing values (NaN in X): use "
                              "splitter='best' or impute them")
         self.classes_, y = np.unique(y, return_inverse=True)
-        num_classes = len(self.classes_)
         rng = np.random.default_rng(self.random_state)
         n = len(y)
         weights = draw_samples(n, int(self.n_estimators), self.bootstrap, rng, draws)
@@ -409,19 +381,17 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         X, y_padded, _ = shapes.pad_sample(X, y, None, rows)
         padded_weights = shapes.pad_rows(weights.T, rows).T
         jobs = _num_threads(self.n_jobs, len(weights))
-        self.trees_ = grow_trees(X, y_padded, padded_weights, features, self.max_depth,
-                                 self.min_split, rng, self.splitter, jobs)
-        self.stats_, self.node_proba_ = tree_statistics(self.trees_, X, y_padded,
-                                                        padded_weights, num_classes,
-                                                        self.smoothing, jobs)
+        self.trees_, counts = grow_trees(X, y_padded, padded_weights, features, self.max_depth,
+                                         self.min_split, rng, self.splitter, jobs)
+        self.stats_, self.node_proba_ = tree_statistics(self.trees_, counts, self.smoothing)
         grid = self._grid()
         self.lambda_settings_ = len(grid) if self.bootstrap else 1
         if self.bootstrap:
             self.oob_mask_ = weights == 0
-            sums = grid_predictive_sums(self.trees_, self.stats_, self.node_proba_,
-                                        jnp.asarray(grid, float_dtype()), X,
-                                        jnp.asarray(shapes.pad_rows(self.oob_mask_.T, rows).T,
-                                                    float_dtype()), jobs=jobs)
+            sums, labels = grid_predictive_sums(
+                self.trees_, self.stats_, self.node_proba_, jnp.asarray(grid, float_dtype()), X,
+                jnp.asarray(shapes.pad_rows(self.oob_mask_.T, rows).T, float_dtype()), jobs=jobs,
+                labels=True)
             votes = np.asarray(sums)[:, :n]
             covered = self.oob_mask_.any(axis=0)
             errors = [np.mean(np.argmax(v[covered], axis=1) != y[covered]) for v in votes]
@@ -431,13 +401,10 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
                 self.oob_decision_function_ = votes[best] / votes[best].sum(axis=1,
                                                                             keepdims=True)
             self.oob_score_ = float(1 - errors[best])
+            self.oob_predictions_ = np.asarray(labels[:, best, :n], np.int64)
         else:
             self.lam_ = grid[len(grid) // 2]
         self._y_encoded = y
-        if self.bootstrap:
-            self.oob_predictions_ = np.asarray(tree_labels(
-                self.trees_, self.stats_, self.node_proba_, jnp.asarray(self.lam_, float_dtype()),
-                X, jobs))[:, :n]
         return self
 
     def _grid(self):
@@ -467,11 +434,13 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=float_dtype(),
                           ensure_all_finite="allow-nan")
-        labels = tree_labels(self.trees_, self.stats_, self.node_proba_,
-                             jnp.asarray(self.lam_, float_dtype()),
-                             shapes.pad_rows(X, shapes.padded(X.shape[0])),
-                             _num_threads(self.n_jobs, self.sample_weights_.shape[0]))
-        return self.classes_[np.asarray(labels)[:, :X.shape[0]]]
+        m, rows = self.sample_weights_.shape[0], shapes.padded(X.shape[0])
+        _, labels = grid_predictive_sums(self.trees_, self.stats_, self.node_proba_,
+                                         jnp.asarray([self.lam_], float_dtype()),
+                                         shapes.pad_rows(X, rows),
+                                         jnp.zeros((m, rows), float_dtype()),
+                                         jobs=_num_threads(self.n_jobs, m), labels=True)
+        return self.classes_[np.asarray(labels[:, 0, :X.shape[0]], np.int64)]
 
     def predict(self, X):
         """``[n]`` predicted labels (from ``classes_``)."""

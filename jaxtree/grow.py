@@ -124,7 +124,7 @@ class GrowConfig:
     max_distinct: Optional[int] = None
 
 
-@functools.partial(jax.tree_util.register_dataclass, data_fields=["capped", "depth"],
+@functools.partial(jax.tree_util.register_dataclass, data_fields=["capped", "depth", "counts"],
                    meta_fields=[])
 @dataclasses.dataclass(frozen=True)
 class GrowInfo:
@@ -134,6 +134,10 @@ class GrowInfo:
       capped: ``[]`` int32, nodes that would have split but stayed leaves because their level
         already had ``W / 2`` splits (0: the tree is the one without a width cap).
       depth: ``[]`` int32, the deepest level that holds a node.
+      counts: ``[nodes, L]`` float, the summed weight of each class at each slot of the tree:
+        the level histograms the builder counted anyway, equal to
+        :func:`jaxtree.node_stats` ``(tree, X, y, L, sample_weight=weight).counts`` (up to the
+        order of float additions), without routing the rows through the tree again.
 
     Example:
         Eight distinct points want a full KD tree of depth 3 (four splits at level 2), but a
@@ -146,10 +150,13 @@ class GrowInfo:
         >>> tree, info = jaxtree.grow_tree(X, np.zeros(8, int), np.ones(8), config)
         >>> int(info.capped), int(info.depth)
         (2, 3)
+        >>> info.counts.shape                 # [(max_depth + 1) · width, L]
+        (16, 1)
     """
 
     capped: Array
     depth: Array
+    counts: Array
 
 
 def _is_int(value) -> bool:
@@ -339,12 +346,12 @@ def _grow(X, y, weight, key, depth_limit, config: GrowConfig, presorted=None, ed
         if config.partition == "dyadic":               # the other rules do not read cells
             cells = _child_cells(cells, splits, rank, feature, threshold)
         return ((pos, cells, capped + over.sum(dtype=jnp.int32)),
-                (splits, feature, threshold, missing_right))
+                (splits, feature, threshold, missing_right, counts))
 
     start = jnp.where(live, 0, W).astype(jnp.int32)
     cells = (jnp.zeros((W, dims), dtype), jnp.ones((W, dims), dtype)) \
         if config.partition == "dyadic" else ()
-    (_, _, capped), (split, feature, threshold, missing_right) = jax.lax.scan(
+    (_, _, capped), (split, feature, threshold, missing_right, counts) = jax.lax.scan(
         level, (start, cells, jnp.zeros((), jnp.int32)),
         jnp.arange(config.max_depth + 1, dtype=jnp.int32))
     layout = _layout(split)
@@ -354,7 +361,8 @@ def _grow(X, y, weight, key, depth_limit, config: GrowConfig, presorted=None, ed
                 layout=layout, clip=config.partition == "dyadic",
                 missing_right=missing_right.reshape(-1) if config.partition == "cart" else None)
     depth = split.any(axis=1).sum().astype(jnp.int32)
-    return tree, GrowInfo(capped=capped.astype(jnp.int32), depth=depth)
+    return tree, GrowInfo(capped=capped.astype(jnp.int32), depth=depth,
+                          counts=counts.reshape(-1, config.num_classes))
 
 
 # -- scaling and per-level pieces -----------------------------------------------------------------

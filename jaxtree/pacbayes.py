@@ -453,8 +453,16 @@ def node_predictive(tree: Tree, node_proba: Array, log_weights: Array) -> Array:
     ``Σ_{B on the root path of A, A included} w(B)·p̂(· | B)``, one top-down pass
     (``layout.path_sum``) instead of a sum along each point's path. A point's row is this at
     its deepest ``path`` entry (:func:`jaxtree.route` repeats the leaf): the same numbers as
-    :func:`predictive_from_paths` up to the order of the sum."""
-    contribution = jnp.exp(log_weights)[:, None] * node_proba.astype(log_weights.dtype)
+    :func:`predictive_from_paths` up to the order of the sum.
+
+    ``log_weights`` ``[nodes]``, or ``[nodes, G]`` the weights of G posteriors (e.g. a λ grid)
+    at once: ``[nodes, G, L]``, one pass whose rows are contiguous (a forest's out-of-bag grid:
+    0.39 s against 0.42 s for a ``vmap`` over the settings, 100 letter trees)."""
+    batch = log_weights.shape[1:]
+    weight = jnp.exp(log_weights)[..., None]
+    proba = node_proba.astype(log_weights.dtype).reshape(
+        node_proba.shape[:1] + (1,) * len(batch) + node_proba.shape[1:])
+    contribution = weight * proba
     return contribution[0] + tree.layout.path_sum(contribution)
 
 

@@ -21,14 +21,16 @@ def tree_at(trees, h):
     return jax.tree.map(lambda a: a[h], trees)
 
 
-def loop_predictives(forest, X_fit, y_fit, X):
-    """[m, n, L] each tree's posterior predictive, one tree at a time (public one-tree API)."""
+def loop_predictives(forest, X_fit, y_fit, X, lam=None):
+    """[m, n, L] each tree's posterior predictive at ``lam`` (default the forest's), one tree at
+    a time (public one-tree API)."""
+    lam = forest.lam_ if lam is None else lam
     out = []
     for h, w in enumerate(forest.sample_weights_):
         tree = tree_at(forest.trees_, h)
         stats = jaxtree.node_stats(tree, X_fit, y_fit, len(forest.classes_), sample_weight=w)
         proba = jaxtree.class_frequencies(tree, stats.counts, forest.smoothing)
-        log_w = jaxtree.pacbayes_log_weights(tree, stats, *forest.lam_)
+        log_w = jaxtree.pacbayes_log_weights(tree, stats, *lam)
         out.append(np.asarray(jaxtree.posterior_predictive(tree, proba, log_w, X)))
     return np.stack(out)
 
@@ -46,11 +48,18 @@ def test_forest_equals_a_loop_over_its_trees():
     # predict_proba: the mean of the trees' predictives
     per_tree = loop_predictives(forest, X, y, X_test)
     np.testing.assert_allclose(forest.predict_proba(X_test), per_tree.mean(axis=0), atol=1e-5)
-    # chunks of trees (5 trees: a padded chunk of 4 + 1) sum the same, to float rounding
-    args = (forest.trees_, forest.stats_, forest.node_proba_,
-            np.asarray(F.LAMBDA_GRID[:3], np.float32), X_test, np.ones((5, 40), np.float32))
-    np.testing.assert_allclose(F.grid_predictive_sums(*args, chunk=4),
-                               F.grid_predictive_sums(*args, chunk=1), rtol=1e-5, atol=1e-5)
+    # several settings at once, in 2 threads (5 trees: chunks of 3 and 2 + a padding tree):
+    # the weighted sums and every tree's labels at each setting
+    settings = F.LAMBDA_GRID[:3]
+    weight = np.random.default_rng(0).random((5, 40)).astype(np.float32)
+    sums, labels = F.grid_predictive_sums(
+        forest.trees_, forest.stats_, forest.node_proba_, np.asarray(settings, np.float32),
+        X_test, weight, jobs=2, labels=True)
+    assert sums.shape == (3, 40, 3) and labels.shape == (5, 3, 40) and labels.dtype == np.int8
+    for g, lam in enumerate(settings):
+        at = loop_predictives(forest, X, y, X_test, lam)
+        np.testing.assert_allclose(sums[g], np.einsum("mn,mnl->nl", weight, at), atol=1e-5)
+        np.testing.assert_array_equal(labels[:, g], at.argmax(axis=2))
     # out of bag: the mean over the trees that did not see the point
     train = loop_predictives(forest, X, y, X)
     mask = forest.oob_mask_
@@ -130,7 +139,8 @@ def test_threads_do_not_change_the_forest():
     (dict(n_estimators=0), "n_estimators"), (dict(max_features="all"), "max_features"),
     (dict(partition="kd"), "partition"), (dict(lam1=-1.0), "lam1"),
     (dict(splitter="extra"), "splitter"), (dict(n_jobs=0), "n_jobs"),
-    (dict(n_jobs=1.5), "n_jobs"),
+    (dict(n_jobs=1.5), "n_jobs"), (dict(smoothing=-0.1), "smoothing"),
+    (dict(smoothing=float("nan")), "smoothing"),
 ])
 def test_bad_parameters_name_themselves(kwargs, match):
     X, y = data(30)

@@ -98,10 +98,15 @@ def test_equals_numpy_builder_and_weights_are_repeated_rows(config):
     counts = np.random.default_rng(1).multinomial(N, np.full(N, 1 / N))
     assert (counts == 0).any() and (counts > 1).any()
     Xr, yr = np.repeat(X, counts, axis=0), np.repeat(y, counts)
-    weighted, _ = grow_tree(X, y, counts.astype(np.float32), config)
+    weighted, weighted_info = grow_tree(X, y, counts.astype(np.float32), config)
     repeated, _ = grow_tree(Xr, yr, np.ones(N), config)
     assert_same_tree(weighted, repeated, Xr)
     assert_same_tree(weighted, numpy_tree(Xr, yr, config), Xr)
+    # the builder's class counts per slot are the rows routed through the grown tree
+    for grown, grown_info, w in ((tree, info, np.ones(N)), (weighted, weighted_info, counts)):
+        np.testing.assert_array_equal(
+            np.asarray(grown_info.counts),
+            np.asarray(jaxtree.node_stats(grown, X, y, 3, sample_weight=w).counts))
 
 
 def test_zero_weight_rows_are_absent():
@@ -299,6 +304,10 @@ def test_histograms_of_fewer_bins_grow_the_same_tree_on_few_distinct_values(opti
     for name in ("feature", "threshold", "internal", "missing_right"):
         np.testing.assert_array_equal(np.asarray(getattr(fewer, name)),
                                       np.asarray(getattr(full, name)))
+    # the builder's class counts (NaN routed by missing_right too) are the routed rows'
+    np.testing.assert_array_equal(
+        np.asarray(info.counts),
+        np.asarray(jaxtree.node_stats(full, X, y, 3, sample_weight=weight).counts))
 
 
 def test_distinct_bound_rounds_up_to_a_power_of_two_and_gives_up_at_bins():
