@@ -458,7 +458,7 @@ def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None, edges=Non
         of level ``depth`` may split on, ``k = max_features`` drawn at random without
         replacement (the ``k`` largest of the position's ``D`` hashes)."""
         bits = (node_hash(seeds[0], depth, at, dims, xp=jnp) >> 1).astype(jnp.int32)
-        return jnp.sort(jax.lax.top_k(bits, config.max_features)[1], axis=1).astype(jnp.int32)
+        return jnp.sort(_largest(bits, config.max_features), axis=1)
 
     def cut_draws(depth, at):
         """``[len(at), D]`` uniforms in [0, 1) (24 random bits): the random cut of each
@@ -640,6 +640,23 @@ def _cut_candidates(hist, has_edge, criterion: str, missing: bool):
     cut = np.append(np.repeat(np.arange(bins - 1), 2), bins - 1)
     side = np.append(np.tile([False, True], bins - 1), True)
     return score, cut, side
+
+
+def _largest(values, k: int):
+    """``[m, k]`` int32: the columns of the ``k`` largest of each row of ``values`` ``[m, D]``
+    (non-negative; equal values: the smaller column first), as ``lax.top_k``'s indices, by k
+    rounds of an argmax: on a CPU ``top_k`` sorts every row (a letter level's ``[64, 16]``, k = 4:
+    57 µs against 6 µs; epileptic's ``[256, 178]``, k = 13: 4.5 ms against 0.8 ms)."""
+    column = jnp.arange(values.shape[1], dtype=jnp.int32)
+
+    def take_largest(j, carry):
+        rest, chosen = carry
+        largest = jnp.argmax(rest, axis=1).astype(jnp.int32)
+        return (jnp.where(column == largest[:, None], -1, rest),
+                chosen.at[:, j].set(largest))
+
+    chosen = jnp.zeros((values.shape[0], k), jnp.int32)
+    return jax.lax.fori_loop(0, k, take_largest, (values, chosen))[1]
 
 
 def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None, cut_draws=None,

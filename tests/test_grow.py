@@ -319,3 +319,13 @@ def test_distinct_bound_rounds_up_to_a_power_of_two_and_gives_up_at_bins():
     assert jaxtree.grow.distinct_bound(column(np.arange(64)), 64) is None
     with pytest.raises(ValueError, match="max_distinct"):
         check_grow_config(GrowConfig(partition="cart", max_distinct=1))
+
+
+def test_largest_picks_top_k_columns_as_lax_top_k():
+    """The forest's feature subsets: the k largest hashes of each row, equal values to the
+    smaller column first, exactly as ``lax.top_k`` (which sorts every row on a CPU)."""
+    rng = np.random.default_rng(0)
+    for dims, k in [(16, 4), (57, 7), (5, 5), (3, 1)]:
+        values = jnp.asarray(rng.integers(0, 40, (200, dims)), jnp.int32)     # many ties
+        np.testing.assert_array_equal(np.asarray(jaxtree.grow._largest(values, k)),
+                                      np.asarray(jax.lax.top_k(values, k)[1]))
