@@ -371,7 +371,10 @@ def cut_scores(hist, criterion: str, has_edge, xp=np):
     total = hist.sum(axis=3, keepdims=True)
     left = _left_of_cuts(hist, xp)
     right = total - left
-    n_left, n_right = left.sum(axis=2), right.sum(axis=2)
+    # the sides' sizes from the class-summed histogram (L times smaller than left and right):
+    # each pass over the [m, F, L, K-1] sides is a separate kernel on a CPU
+    n_left = _left_of_cuts(hist.sum(axis=2), xp)
+    n_right = total.sum(axis=2) - n_left
     if criterion == "gini":
         score = ((left * left).sum(axis=2) / xp.maximum(n_left, 1)
                  + (right * right).sum(axis=2) / xp.maximum(n_right, 1))
