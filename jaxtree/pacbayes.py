@@ -456,12 +456,11 @@ def node_predictive(tree: Tree, node_proba: Array, log_weights: Array) -> Array:
     :func:`predictive_from_paths` up to the order of the sum.
 
     ``log_weights`` ``[nodes]``, or ``[nodes, G]`` the weights of G posteriors (e.g. a λ grid)
-    at once: ``[nodes, G, L]``, one pass whose rows are contiguous (a forest's out-of-bag grid:
+    at once: ``[nodes, L, G]``, one pass whose rows are contiguous (a forest's out-of-bag grid:
     0.39 s against 0.42 s for a ``vmap`` over the settings, 100 letter trees)."""
-    batch = log_weights.shape[1:]
-    weight = jnp.exp(log_weights)[..., None]
-    proba = node_proba.astype(log_weights.dtype).reshape(
-        node_proba.shape[:1] + (1,) * len(batch) + node_proba.shape[1:])
+    batch = log_weights.ndim - 1
+    weight = jnp.exp(log_weights)[:, None]
+    proba = node_proba.astype(log_weights.dtype).reshape(node_proba.shape + (1,) * batch)
     contribution = weight * proba
     return contribution[0] + tree.layout.path_sum(contribution)
 

@@ -55,11 +55,11 @@ def test_forest_equals_a_loop_over_its_trees():
     sums, labels = F.grid_predictive_sums(
         forest.trees_, forest.stats_, forest.node_proba_, np.asarray(settings, np.float32),
         X_test, weight, jobs=2, labels=True)
-    assert sums.shape == (3, 40, 3) and labels.shape == (5, 3, 40) and labels.dtype == np.int8
+    assert sums.shape == (3, 40, 3) and labels.shape == (5, 40, 3) and labels.dtype == np.int8
     for g, lam in enumerate(settings):
         at = loop_predictives(forest, X, y, X_test, lam)
         np.testing.assert_allclose(sums[g], np.einsum("mn,mnl->nl", weight, at), atol=1e-5)
-        np.testing.assert_array_equal(labels[:, g], at.argmax(axis=2))
+        np.testing.assert_array_equal(labels[..., g], at.argmax(axis=2))
     # out of bag: the mean over the trees that did not see the point
     train = loop_predictives(forest, X, y, X)
     mask = forest.oob_mask_
@@ -178,3 +178,14 @@ def test_certificate_needs_bootstrap():
 def test_check_estimator():
     from sklearn.utils.estimator_checks import check_estimator
     check_estimator(F.PACBayesForestClassifier(n_estimators=3))
+
+
+@pytest.mark.parametrize("num_classes", [2, 26, F.UNROLLED_ARGMAX + 6])
+def test_argmax_over_classes_is_jnp_argmax(num_classes):
+    """The trees' labels: the first largest class, as ``jnp.argmax`` (ties included), unrolled
+    or (many classes) not, in the smallest int dtype."""
+    values = np.random.default_rng(num_classes).integers(0, 4, (50, num_classes, 3))
+    values = values.astype(np.float32)                                   # many ties
+    labels = F._argmax_classes(jax.numpy.asarray(values))
+    np.testing.assert_array_equal(np.asarray(labels), values.argmax(axis=1))
+    assert labels.dtype == np.int8

@@ -297,3 +297,11 @@ def test_node_predictive_at_the_leaf_is_the_posterior_predictive(precision):
     leaf = np.asarray(route(tree, X)[0])[:, -1]
     np.testing.assert_allclose(np.asarray(node_predictive(tree, proba, log_w))[leaf],
                                jaxtree.posterior_predictive(tree, proba, log_w, X), atol=atol)
+    # G posteriors at once ([nodes, G] log weights -> [nodes, L, G]): each one's pass
+    settings = ((2.0, 0.3), (0.5, 4.0), (8.0, 1e-3))
+    stacked = jnp.stack([pacbayes_log_weights(tree, stats, *lam) for lam in settings], axis=1)
+    batched = np.asarray(node_predictive(tree, proba, stacked))
+    assert batched.shape == (tree.num_nodes, config.num_classes, len(settings))
+    for g, lam in enumerate(settings):
+        single = node_predictive(tree, proba, pacbayes_log_weights(tree, stats, *lam))
+        np.testing.assert_allclose(batched[..., g], np.asarray(single), rtol=1e-6, atol=1e-12)
