@@ -3,7 +3,7 @@
     python -m experiments.forest                           # 7 datasets, 3 splits
     python -m experiments.forest --datasets spam wine --splits 1 --forests rf
     python -m experiments.forest --mvb /path/to/MajorityVoteBounds   # mvb's own forest beside
-    python -m experiments.forest --splits 5 --forests pacbayes rf et --mvb CHECKOUT  # forest.md
+    python -m experiments.forest --splits 5 --forests pacbayes-mixed pacbayes rf et --mvb CHECKOUT
 
 Per dataset and split r (seed ``seed + r``): 2000 test points and ``min(train_size, 4000)``
 training points (:func:`experiments.datasets.train_size`, capped to keep the pairwise OOB work
@@ -23,8 +23,9 @@ A forest maker is ``maker(X, y, seed, n_jobs) -> FittedForest``, registered in
 :data:`FOREST_MAKERS`: scikit-learn's forests (the default run) and jaxtree's
 :class:`jaxtree.forest.PACBayesForestClassifier` (``pacbayes``: default parameters;
 ``pacbayes-all-features``: ``max_features=None``; ``pacbayes-half-samples``: bootstraps of
-``n/2`` draws, ``max_samples=0.5``; ``pacbayes-random``: ``splitter="random"``), whose ``test err`` and bounds are those of the
-uniform vote of its trees' labels.
+``n/2`` draws, ``max_samples=0.5``; ``pacbayes-random``: ``splitter="random"``;
+``pacbayes-mixed``: ``splitter="mixed"``), whose ``test err``
+and bounds are those of the uniform vote of its trees' labels.
 """
 
 from __future__ import annotations
@@ -112,6 +113,7 @@ FOREST_MAKERS = {
     "pacbayes-all-features": pacbayes_forest(max_features=None),
     "pacbayes-half-samples": pacbayes_forest(max_samples=0.5),
     "pacbayes-random": pacbayes_forest(splitter="random"),
+    "pacbayes-mixed": pacbayes_forest(splitter="mixed"),
     "rf": sklearn_forest(RandomForestClassifier),
     "et": sklearn_forest(ExtraTreesClassifier),
     "et-bootstrap": sklearn_forest(ExtraTreesClassifier, bootstrap=True),

@@ -148,12 +148,36 @@ def test_bad_parameters_name_themselves(kwargs, match):
         F.PACBayesForestClassifier(**kwargs).fit(X, y)
 
 
+def test_mixed_forest_is_half_best_half_random_trees():
+    """splitter='mixed': the first ceil(m/2) trees are those of splitter='best', the
+    others those of splitter='random' (same seed: same samples and keys); with NaN in X every
+    tree takes the best cut."""
+    X, y = data(120)
+    X_test, _ = data(50, seed=1)
+    params = dict(n_estimators=5, random_state=0, lam1=4.0, lam2=0.01)
+    mixed, best, random = (F.PACBayesForestClassifier(splitter=s, **params).fit(X, y)
+                           for s in ("mixed", "best", "random"))
+    assert F.PACBayesForestClassifier().splitter == "best"
+    labels = mixed.predict_trees(X_test)
+    np.testing.assert_array_equal(labels[:3], best.predict_trees(X_test)[:3])
+    np.testing.assert_array_equal(labels[3:], random.predict_trees(X_test)[3:])
+    np.testing.assert_array_equal(mixed.oob_predictions_[3:], random.oob_predictions_[3:])
+    assert not np.array_equal(labels[3:], best.predict_trees(X_test)[3:])
+    assert F.tree_splitters("mixed", 5, False) == {"best": (0, 3), "random": (3, 5)}
+    assert F.tree_splitters("mixed", 1, False) == {"best": (0, 1)}
+    assert F.tree_splitters("mixed", 4, True) == {"best": (0, 4)}
+    X[0, 0] = np.nan
+    mixed, best = (F.PACBayesForestClassifier(splitter=s, **params).fit(X, y)
+                   for s in ("mixed", "best"))
+    np.testing.assert_array_equal(mixed.predict_trees(X_test), best.predict_trees(X_test))
+
+
 @pytest.mark.slow
 def test_random_splitter_forest():
     """splitter='random': other trees than the best splitter's, as accurate on an easy problem,
     no NaN."""
     X, y = data(200)
-    best = F.PACBayesForestClassifier(n_estimators=8, random_state=0).fit(X, y)
+    best = F.PACBayesForestClassifier(n_estimators=8, splitter="best", random_state=0).fit(X, y)
     random = F.PACBayesForestClassifier(n_estimators=8, splitter="random",
                                         random_state=0).fit(X, y)
     assert not np.array_equal(np.asarray(best.trees_.threshold),
