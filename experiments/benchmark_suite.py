@@ -147,12 +147,13 @@ def _cv_error(fitted) -> dict:
     return {"cv_error": float(model.cv_error)}
 
 
-def run(quick: bool, splits: int, pac_options: dict, only=None) -> list[dict]:
-    """One record per (problem, split, model): its test error and fit seconds."""
+def problem_splits(quick: bool, splits: int, keep=lambda name: True):
+    """Yield ``(problem, split, X, y, train, test)`` for every problem of :func:`problems` that
+    ``keep(name)`` keeps: ``X`` float32, ``y`` labels ``0..L-1``, split ``splits`` times (seed
+    s, 30 % test, stratified unless a class has a single point)."""
     from sklearn.model_selection import train_test_split
-    records = []
     for name, load in problems(quick).items():
-        if only and not any(part in name for part in only):
+        if not keep(name):
             continue
         X, y = load()
         X = np.asarray(X, np.float32)
@@ -160,18 +161,26 @@ def run(quick: bool, splits: int, pac_options: dict, only=None) -> list[dict]:
         for split in range(splits):
             train, test = train_test_split(np.arange(len(y)), test_size=0.3, random_state=split,
                                            stratify=y if np.bincount(y).min() >= 2 else None)
-            for model, fit in models(name, pac_options).items():
-                if MODEL_FILTER and model not in MODEL_FILTER:
-                    continue
-                start = time.perf_counter()
-                fitted = fit(X[train], y[train])
-                error = float(np.mean(fitted.predict(X[test]) != y[test]))
-                records.append({"problem": name, "split": split, "model": model,
-                                "error": error, "seconds": time.perf_counter() - start,
-                                "n": len(y), "classes": int(y.max()) + 1,
-                                **_cv_error(fitted)})
-            print(name, split, {r["model"]: round(r["error"], 4) for r in records
-                                if r["problem"] == name and r["split"] == split}, flush=True)
+            yield name, split, X, y, train, test
+
+
+def run(quick: bool, splits: int, pac_options: dict, only=None) -> list[dict]:
+    """One record per (problem, split, model): its test error and fit seconds."""
+    records = []
+    keep = lambda name: not only or any(part in name for part in only)  # noqa: E731
+    for name, split, X, y, train, test in problem_splits(quick, splits, keep):
+        for model, fit in models(name, pac_options).items():
+            if MODEL_FILTER and model not in MODEL_FILTER:
+                continue
+            start = time.perf_counter()
+            fitted = fit(X[train], y[train])
+            error = float(np.mean(fitted.predict(X[test]) != y[test]))
+            records.append({"problem": name, "split": split, "model": model,
+                            "error": error, "seconds": time.perf_counter() - start,
+                            "n": len(y), "classes": int(y.max()) + 1,
+                            **_cv_error(fitted)})
+        print(name, split, {r["model"]: round(r["error"], 4) for r in records
+                            if r["problem"] == name and r["split"] == split}, flush=True)
     return records
 
 

@@ -3,11 +3,10 @@ seven bundled datasets (where experiments/forest.py measures it).
 
     python -m experiments.forest_wide [--quick] [--splits 1]
 
-Problems: :func:`experiments.benchmark_suite.problems` without the bundled Table 1 datasets;
-each split ``--splits`` times (seed s, 30 % test, stratified unless a class has a single point,
-as the benchmark suite splits). Forests of 100 trees, each with its defaults but the splitter:
-``PACBayesForestClassifier(splitter="best")`` (the default), ``splitter="mixed"`` (half the
-trees with random cuts, docs/theory/forest.md) and scikit-learn's
+Problems and splits: :func:`experiments.benchmark_suite.problem_splits` without the bundled
+Table 1 datasets, ``--splits`` splits each. Forests of 100 trees, each with its defaults but
+the splitter: ``PACBayesForestClassifier(splitter="best")`` (the default), ``splitter="mixed"``
+(half the trees with random cuts, docs/theory/forest.md) and scikit-learn's
 ``RandomForestClassifier(100)``, the reference. Reported (``results/forest_wide.md``): the mean
 test error per problem and, per forest, the geometric mean over problems of
 ``(error + 0.005) / (random forest's error + 0.005)`` and the problems at or below it.
@@ -21,7 +20,7 @@ import pathlib
 
 import numpy as np
 
-from experiments.benchmark_suite import FLOOR, problems
+from experiments.benchmark_suite import FLOOR, problem_splits
 
 RESULTS = pathlib.Path(__file__).parent / "results"
 FORESTS = ("PAC-Bayes forest", "PAC-Bayes forest, mixed", "random forest")
@@ -38,23 +37,16 @@ def fit_forest(name: str, X, y, seed: int):
 
 
 def run(quick: bool, splits: int) -> list[dict]:
-    from sklearn.model_selection import train_test_split
     records = []
-    for problem, load in problems(quick).items():
-        if problem.endswith("(1500)"):            # a bundled dataset: experiments/forest.py
-            continue
-        X, y = load()
-        X = np.asarray(X, np.float32)
-        y = np.unique(y, return_inverse=True)[1]
-        for split in range(splits):
-            train, test = train_test_split(np.arange(len(y)), test_size=0.3, random_state=split,
-                                           stratify=y if np.bincount(y).min() >= 2 else None)
-            for forest in FORESTS:
-                fitted = fit_forest(forest, X[train], y[train], split)
-                records.append({"problem": problem, "split": split, "forest": forest,
-                                "error": float(np.mean(fitted.predict(X[test]) != y[test]))})
-            print(problem, split, {r["forest"]: round(r["error"], 4) for r in records[-3:]},
-                  flush=True)
+    # the bundled datasets are experiments/forest.py's
+    for problem, split, X, y, train, test in problem_splits(
+            quick, splits, lambda name: not name.endswith("(1500)")):
+        for forest in FORESTS:
+            fitted = fit_forest(forest, X[train], y[train], split)
+            records.append({"problem": problem, "split": split, "forest": forest,
+                            "error": float(np.mean(fitted.predict(X[test]) != y[test]))})
+        print(problem, split, {r["forest"]: round(r["error"], 4) for r in records[-3:]},
+              flush=True)
     return records
 
 
