@@ -34,7 +34,7 @@ from jaxtree.grow import GrowConfig, check_grow_config, distinct_bound, grow_tre
 from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_log_weights,
                               pacbayes_theory_log_weights, posterior_predictive, vote)
 from jaxtree.stats import DEFAULT_SMOOTHING, NodeStats, check_smoothing, class_frequencies
-from jaxtree.stats import node_labels, node_stats
+from jaxtree.stats import counted_stats, node_stats
 from jaxtree.tree import Tree, route
 from jaxtree.validation import holds_nan
 
@@ -305,7 +305,7 @@ def cv_folds(X: Array, y: Array, weight: Array, fold_key: Array, grow_key: Array
 
     def one_fold(fold_tree, train_weight, fold_counts):
         stats = node_stats(fold_tree, X, y, num_classes, train_weight) if fold_counts is None \
-            else NodeStats(counts=fold_counts, label=node_labels(fold_tree, fold_counts))
+            else counted_stats(fold_tree, fold_counts)
         path, on_path = route(fold_tree, X)
         return stats, path, on_path
 
@@ -557,7 +557,7 @@ def _fit(X, y, weight, key, lam, delta, smoothing, depth_limit, config: FitConfi
         fold_trees, fold_counts = jax.tree.map(lambda a: a[1:], (trees, infos.counts))
     else:
         tree, info = grow_tree(X, y, weight, config.grow, grow_key, depth_limit)
-    stats = NodeStats(counts=info.counts, label=node_labels(tree, info.counts))
+    stats = counted_stats(tree, info.counts)
     search, cv_error = None, jnp.asarray(jnp.nan, X.dtype)
     if config.tuned:
         folds = cv_folds(X, y, weight, fold_key, grow_key, tree, config, num_classes,

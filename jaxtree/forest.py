@@ -4,8 +4,8 @@ Each of the ``n_estimators`` trees is a PAC-Bayes vote over the prunings of its 
 (:class:`jaxtree.PACBayesTreeClassifier`'s model), grown on a bootstrap sample of the training
 set given as integer sample weights. The trees' T0 share one compact shape (they are grown
 at shapes fixed by the configuration) and are stacked, so the statistics, the posterior weights and
-the predictions of all trees are compiled maps over the trees (scanned over chunks of trees to
-bound memory), run by ``n_jobs`` threads on equal chunks of the trees (:func:`over_trees`).
+the predictions of all trees are compiled maps over the trees (one tree after the other, which
+bounds memory), run by ``n_jobs`` threads on equal chunks of the trees (:func:`over_trees`).
 The λ's are shared by all trees and chosen by the forest's out-of-bag error on a small grid (no
 inner cross-validation). :meth:`PACBayesForestClassifier.certificate` gives the out-of-bag
 first-order and tandem bounds on the majority vote's risk (:mod:`jaxtree.vote_bounds`,
@@ -41,7 +41,7 @@ from jaxtree import fitting, shapes
 from jaxtree.grow import SPLITTERS, GrowConfig
 from jaxtree.pacbayes import node_predictive, pacbayes_log_weights
 from jaxtree.select import LOG_GRID
-from jaxtree.stats import NodeStats, check_smoothing, class_frequencies, node_labels
+from jaxtree.stats import check_smoothing, class_frequencies, counted_stats
 from jaxtree.tree import Tree, leaf_of
 from jaxtree.validation import float_dtype, holds_nan
 from jaxtree.vote_bounds import WEIGHTS, ForestCertificate, forest_certificate
@@ -243,7 +243,7 @@ def tree_statistics(trees: Tree, counts, smoothing):
     one thread: split over two, the copies of the chunks cost more than they saved)."""
     def one(tree_and_counts):
         tree, tree_counts = tree_and_counts
-        return (NodeStats(counts=tree_counts, label=node_labels(tree, tree_counts)),
+        return (counted_stats(tree, tree_counts),
                 class_frequencies(tree, tree_counts, smoothing))
     return jax.lax.map(one, (trees, counts))
 

@@ -29,7 +29,7 @@ import numpy as np
 from jax.sharding import Mesh, PartitionSpec as P
 
 from jaxtree.pacbayes import pacbayes_log_weights
-from jaxtree.stats import NodeStats, node_labels, stats_from_paths
+from jaxtree.stats import NodeStats, counted_stats, stats_from_paths
 from jaxtree.tree import Tree, route
 
 Array = jax.Array
@@ -68,7 +68,7 @@ def sharded_node_stats(tree: Tree, X, y, num_classes: int, sample_weight=None,
               else jnp.asarray(sample_weight, tree.threshold.dtype))
     X, y, weight = _pad_rows(mesh.size, X, y, weight)
     counts = _sharded_counts(tree, X, y, weight, num_classes, mesh)
-    return NodeStats(counts=counts, label=node_labels(tree, counts))
+    return counted_stats(tree, counts)
 
 
 @functools.partial(jax.jit, static_argnames=("num_classes", "mesh"))

@@ -159,8 +159,13 @@ def node_stats_from_chunks(tree: Tree, chunks: Iterable, num_classes: int) -> No
 
 def stats_from_counts(tree: Tree, counts) -> NodeStats:
     """:class:`NodeStats` of class counts ``[nodes, L]`` (cast to the tree's float dtype)."""
-    counts = jnp.asarray(np.asarray(counts), tree.threshold.dtype)
-    return NodeStats(counts=counts, label=_node_labels(tree, counts))
+    return _counted_stats(tree, jnp.asarray(np.asarray(counts), tree.threshold.dtype))
+
+
+def counted_stats(tree: Tree, counts: Array) -> NodeStats:
+    """:class:`NodeStats` of class counts ``[nodes, L]`` already counted (by a builder's
+    histograms, paths, or a sum over holders): the labels are :func:`node_labels`'. Traceable."""
+    return NodeStats(counts=counts, label=node_labels(tree, counts))
 
 
 def row_chunks(chunk_size: int, *arrays):
@@ -253,7 +258,7 @@ def stats_from_paths(tree: Tree, path: Array, on_path: Array, y: Array, num_clas
     labels = jnp.broadcast_to(y[:, None], path.shape)
     counts = jnp.zeros((tree.num_nodes, num_classes), dtype)
     counts = counts.at[path.ravel(), labels.ravel()].add(contribution.ravel())
-    return NodeStats(counts=counts, label=node_labels(tree, counts))
+    return counted_stats(tree, counts)
 
 
 def node_labels(tree: Tree, counts: Array) -> Array:
@@ -272,7 +277,7 @@ def node_labels(tree: Tree, counts: Array) -> Array:
 
 
 # compiled once per tree shape (an eager fori_loop would compile its closure on every call)
-_node_labels = jax.jit(node_labels)
+_counted_stats = jax.jit(counted_stats)
 
 
 #: Default Dirichlet pseudo-count of :func:`class_frequencies`: ½, Krichevsky–Trofimov's. Neither
