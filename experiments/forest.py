@@ -175,6 +175,12 @@ def run_mvb(X, y, train, test, seed):
                 "test_error": float(risk)}}
 
 
+def bundled_split(name: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(train, test)`` indices of split ``seed`` of bundled dataset ``name`` (``n`` rows):
+    :data:`datasets.TEST_SIZE` test points, ``min(train size, MAX_TRAIN)`` training points."""
+    return split_indices(n, min(datasets.train_size(name), MAX_TRAIN), datasets.TEST_SIZE, seed)
+
+
 def run_experiment(names, forests, splits, seed, mvb_path=None, show_progress=True):
     if mvb_path is not None:
         sys.path.insert(0, str(mvb_path))
@@ -185,7 +191,7 @@ def run_experiment(names, forests, splits, seed, mvb_path=None, show_progress=Tr
         num_classes = int(y.max()) + 1
         n_train = min(datasets.train_size(name), MAX_TRAIN)
         for r in range(splits):
-            train, test = split_indices(len(y), n_train, datasets.TEST_SIZE, seed + r)
+            train, test = bundled_split(name, len(y), seed + r)
             runs = [(f, lambda f=f: run_forest(f, FOREST_MAKERS[f], X, y, train, test, seed + r,
                                                num_classes)) for f in forests]
             if mvb_path is not None:

@@ -27,8 +27,7 @@ import numpy as np
 
 from experiments import datasets
 from experiments.benchmark_suite import FLOOR, problem_splits
-from experiments.forest import MAX_TRAIN
-from experiments.table2 import split_indices
+from experiments.forest import bundled_split
 from jaxtree import shapes
 from jaxtree.forest import LAMBDA_GRID, PACBayesForestClassifier, grid_predictive_sums
 from jaxtree.select import LOG_GRID
@@ -93,8 +92,7 @@ def run(splits: int) -> list[dict]:
     for name in datasets.DATASETS:
         X, y = datasets.load(name)
         for split in range(splits):
-            train, test = split_indices(len(y), min(datasets.train_size(name), MAX_TRAIN),
-                                        datasets.TEST_SIZE, split)
+            train, test = bundled_split(name, len(y), split)
             records.append(measure(name, "bundled", split, X.astype(np.float32), y, train, test))
             print(name, split, flush=True)
     return records
