@@ -77,7 +77,9 @@ class GrowConfig:
       max_features: None, or the size of the random subset of features that each node may split
         on (CART and ``split="spread"``; needs a ``key``).
       random_state: CART: the seed of the ties between features (:func:`jaxtree.cart.tie_seed`),
-        as ``cart_tree``'s.
+        as ``cart_tree``'s. A randomized tree (``max_features`` or ``splitter="random"``)
+        mixes bits of its ``key`` into that seed: the trees of a forest break ties each its own
+        way.
       stop_pure: dyadic and KD: pure nodes are not split (the NumPy builders given ``y``); CART
         never splits a pure node.
       missing: CART: ``X`` may hold NaN, a missing value, whose side each split learns (module
@@ -452,6 +454,12 @@ def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None, edges=Non
     # each level's draws (:func:`jaxtree.cart.node_hash`): threefry's rounds for a level's
     # [W, D] uniforms took 17 % of a spam forest's growing
     seeds = None if key is None else jax.random.bits(key, (2,), jnp.uint32)
+    # a randomized tree (feature subsets or random cuts) breaks ties between features by its
+    # own key too: with one seed for every tree of a forest, the trees broke ties alike
+    randomized = key is not None and (config.max_features is not None
+                                      or config.splitter == "random")
+    tie_bits = jax.random.bits(jax.random.fold_in(key, 2), (), jnp.uint32) if randomized \
+        else jnp.uint32(0)
 
     def subsets(depth, at):
         """``[len(at), k]`` int32, increasing along a row: the features that positions ``at``
@@ -469,7 +477,8 @@ def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None, edges=Non
     if config.partition == "cart":
         return _cart_rule(Z, y, weight, config, None if config.max_features is None
                           else subsets, presorted,
-                          cut_draws if config.splitter == "random" else None, edges)
+                          cut_draws if config.splitter == "random" else None, edges,
+                          tie_bits)
     # the cycle visits coordinates 0..max_depth-1 (mod D) only: rank just those (the deepest
     # level never splits, so its coordinate's clamped rank is unused)
     used = dims if config.split == "spread" else min(dims, max(1, config.max_depth))
@@ -660,7 +669,7 @@ def _largest(values, k: int):
 
 
 def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None, cut_draws=None,
-               edges=None):
+               edges=None, tie_bits=0):
     """The binned CART split rule (:func:`jaxtree.cart.best_binned_splits`'s, node for node).
     ``subsets``: None (every feature) or ``(depth, at) -> [len(at), k]`` the features that
     positions ``at`` may split on; then only those k columns are counted and scored.
@@ -678,7 +687,7 @@ def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None, cut_dr
     # spam's 4,096 rows × 57 features, once per grown tree
     binned = jax.vmap(lambda e, c: jnp.searchsorted(e, c, side="left", method="scan_unrolled"),
                       out_axes=1)(edges, Z.T).astype(jnp.int32)              # [n, D]
-    seed = tie_seed(config.random_state)
+    seed = jnp.uint32(tie_seed(config.random_state)) ^ jnp.asarray(tie_bits, jnp.uint32)
     has_edge = jnp.isfinite(edges)
     k = dims if subsets is None else config.max_features
     if config.missing:                  # bin K: missing; its cut's threshold is +inf
