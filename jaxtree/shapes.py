@@ -366,24 +366,30 @@ def jit(fun, **jit_kwargs):
     """``jax.jit(fun, **jit_kwargs)`` compiled with :func:`compiler_options` when called at the
     top level; the options are read at the first call (not at import: JAX's backend is chosen
     then). Called inside a caller's ``jit``, ``vmap`` or ``grad`` (where JAX refuses options on
-    a nested ``jit``), it is the plain ``jax.jit`` and joins the caller's program."""
+    a nested ``jit``), it is the plain ``jax.jit`` and joins the caller's program. Its
+    ``lower(*args, **kwargs)`` is the top-level program's (``jax.jit``'s ahead-of-time
+    lowering: a ``.compile()`` of it serves the later calls at those shapes)."""
     plain = jax.jit(fun, **jit_kwargs)
     with_options = None
 
-    @functools.wraps(fun)
-    def call(*args, **kwargs):
+    def top():
         nonlocal with_options
-        if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((args, kwargs))):
-            return plain(*args, **kwargs)
         if with_options is None:
             options = compiler_options()
             with_options = jax.jit(fun, compiler_options=options, **jit_kwargs) if options \
                 else plain
+        return with_options
+
+    @functools.wraps(fun)
+    def call(*args, **kwargs):
+        if any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree.leaves((args, kwargs))):
+            return plain(*args, **kwargs)
         try:
-            return with_options(*args, **kwargs)
+            return top()(*args, **kwargs)
         except ValueError as error:    # under a trace that none of the arguments shows
             if "compiler_options" not in str(error):
                 raise
             return plain(*args, **kwargs)
 
+    call.lower = lambda *args, **kwargs: top().lower(*args, **kwargs)
     return call

@@ -246,3 +246,22 @@ def test_width_ladder_widens_a_capped_cart_tree_to_the_uncapped_one():
     traced = jax.jit(lambda X, y: fitting.fit_with_config(X, y, None, None, config,
                                                           lam1=1.0, lam2=1.0))(X, y)
     assert int(traced.capped) == int(capped.capped)
+
+
+def test_a_first_fit_compiles_each_of_its_two_programs_once(precision, caplog):
+    """The fit's second program is compiled ahead, in a thread, from the first's output shapes
+    (fitting._compile_ahead): its call then finds it compiled (one compilation, not two), in
+    float32 and in a float64 context alike. A shape no other test fits (37 rows, 5 features)."""
+    X, y = noisy_problem(n=37, dims=5, seed=precision == jnp.float64)
+    jax.config.update("jax_log_compiles", True)     # for every thread (the context: this one)
+    try:
+        with caplog.at_level("WARNING"):
+            model = jaxtree.fit(X, y, num_classes=2, partition="cart", cv=3)
+    finally:
+        jax.config.update("jax_log_compiles", False)
+    messages = [r.getMessage() for r in caplog.records if "XLA compilation" in r.getMessage()]
+    for program in ("_grow_program", "_finish_program"):
+        assert sum(f"jit({program})" in m for m in messages) == 1, messages
+    assert model.log_weights.dtype == precision
+    again = jaxtree.fit(X, y, num_classes=2, partition="cart", cv=3)
+    np.testing.assert_array_equal(np.asarray(again.log_weights), np.asarray(model.log_weights))
