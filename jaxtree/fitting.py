@@ -548,10 +548,12 @@ def fit_with_config(X, y, weight, key, config: FitConfig, *, lam1=None, lam2=Non
 
 
 # The fit is two compiled programs, T0 grown (with the folds' trees) and the rest (CV grid,
-# weights), so that a first fit compiles them at once: the second from the first's output
-# shapes, in a thread, while the first compiles (XLA releases the GIL). Spam, 3,000 rows, CART:
-# the grow program compiles in 2.2 s, the rest in 1.8 s, the whole fit in one program in 4.0 s.
-# Under a caller's trace both join the caller's program.
+# weights), so that a first fit prepares the second in a thread from the first's output shapes:
+# its tracing and lowering (GIL-bound) overlap the first's compilation (which releases the GIL),
+# and its compilation the first's run. Two XLA:CPU compilations at once take as long as one
+# after the other, so that is all the overlap. Spam, 3,000 rows, CART: the grow program compiles
+# in 2.2 s, the rest in 1.8 s (the fit as one program: 4.0 s); a first fit 6.7 -> 6.1 s
+# (experiments/results/bench_fit.md). Under a caller's trace both join the caller's program.
 _COMPILED_AHEAD: set = set()
 
 

@@ -41,6 +41,7 @@ SLOW_FLOAT64 = {
     "tests/test_compact.py::test_real_data_trees_agree[float64-kd_tree-8]",
     "tests/test_select.py::test_grid_errors_equal_plain_loop[float64]",
     "tests/test_pacbayes.py::test_path_sum_on_real_trees[float64-wine-kd_tree-8]",
+    "tests/test_pacbayes.py::test_node_predictive_at_the_leaf_is_the_posterior_predictive[float64]",
 }
 
 
@@ -54,6 +55,9 @@ SLOW_VARIANTS = {
     # explicit CV splits (30 s): scikit-learn's sample-weight check passes them to the default
     # PACBayesTreeClassifier in the default run
     "tests/test_estimators.py::test_cv_takes_explicit_splits_as_gridsearchcv_does[cart]",
+    # the mixed forest (27 s): its best-cut trees are the default forest's, its random-cut
+    # trees grow_tree's random splitter's, both tested by default
+    "tests/test_forest.py::test_mixed_forest_is_half_best_half_random_trees",
 }
 
 
