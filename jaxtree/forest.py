@@ -64,6 +64,13 @@ LAMBDA_GRID = tuple((float(a), float(b)) for a in LOG_GRID[7::2]
 #: of test error on letter (26 classes: 0.1115 against 0.0865 at 0.001; split 0 of
 #: ``experiments.forest``) and 0.15–0.2 points on digit and eeg.
 FOREST_SMOOTHING = 1e-3
+#: Levels a forest's trees may grow past the single tree's default cap ``2·ceil(log2 n)``: a
+#: random forest grows its trees to purity (scikit-learn's: 25–38 levels on 4,000 rows). At the
+#: single tree's 24 levels, epileptic's trees kept 64 % of their weight in impure leaves at the
+#: cap (big majority nodes holding 0.2 % minority points) and the forest erred 0.0304 against
+#: the random forest's 0.0298; at 32, 0.0295, the other six datasets within 0.0002
+#: (``experiments/results/forest.md``, 5 splits), for refits 11–30 % longer (spam, eeg, letter).
+FOREST_EXTRA_DEPTH = 8
 
 
 def _num_features(max_features, dims: int) -> int:
@@ -169,7 +176,8 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
         of weight 0 in every tree (padding) do not count in the histograms' bound on distinct
         values (:attr:`jaxtree.GrowConfig.max_distinct`).
       max_features: features each node may split on (``D``: all).
-      max_depth: depth cap (None: :func:`jaxtree.fitting.default_max_depth` of ``n``).
+      max_depth: depth cap (None: :func:`jaxtree.fitting.default_max_depth` of ``n`` plus
+        :data:`FOREST_EXTRA_DEPTH`).
       min_split: nodes of smaller weight are not split.
       rng: ``numpy.random.Generator`` of the trees' keys: their feature subsets and, with
         subsets or random cuts, their ties between equally good features (each tree its own;
@@ -182,7 +190,8 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
     """
     n, dims = X.shape
     groups = tree_splitters(splitter, len(weights), holds_nan(X))
-    depth = fitting.default_max_depth("cart", n, dims) if max_depth is None else int(max_depth)
+    depth = fitting.default_max_depth("cart", n, dims) + FOREST_EXTRA_DEPTH if max_depth is None \
+        else int(max_depth)
     config = GrowConfig(partition="cart", max_depth=depth,
                         width=fitting.default_width(n, min_split, depth, "cart"),
                         num_classes=int(y.max()) + 1, min_split=int(min_split),
@@ -227,10 +236,10 @@ def tree_splitters(splitter: str, n_estimators: int, missing: bool) -> dict:
     random splitter has no rule for them).
 
     Why mixed (``experiments/results/forest.md``, ``forest_random.md``, 7 datasets, 5 splits): a
-    forest of best-cut trees copies a random forest and errs as much (1.003× scikit-learn's),
+    forest of best-cut trees copies a random forest and errs as much (0.998× scikit-learn's),
     one of random-cut trees less (0.997×: less correlated votes) but its trees err more one by
     one, so its out-of-bag bounds are looser than the ``mvb`` package's for a random forest on
-    4 of the 7; half and half errs 0.985× and keeps the best-cut trees, on which a
+    4 of the 7; half and half errs 0.982× and keeps the best-cut trees, on which a
     bound-optimised ρ leans (its better bound at or below ``mvb``'s on all 7). Not the default:
     the random cuts' trees need a wider layout (letter: 1,024 slots a level, not 256), and the
     fit takes 1.5–2.7× as long (eeg, spam, letter)."""
@@ -343,7 +352,7 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
         where ``X`` holds NaN) — a vote that errs less, fits slower (the random cuts' trees are
         wider: 1.5–2.7× the time).
       max_depth, min_split: of each T0 (:func:`jaxtree.grow_tree`; ``max_depth`` None:
-        ``2·ceil(log2 n)``).
+        ``2·ceil(log2 n) + 8``, :data:`FOREST_EXTRA_DEPTH`).
       smoothing: Dirichlet pseudo-count of the node class frequencies (default
         :data:`FOREST_SMOOTHING`, near 0: the trees' predictives are averaged).
       lam1, lam2: the PAC-Bayes λ's shared by all trees; None (default): both chosen by the
