@@ -564,8 +564,7 @@ def _compile_ahead(grow_args, finish_args, config: FitConfig):
     leaves = jax.tree.leaves((grow_args, finish_args))
     if any(isinstance(leaf, jax.core.Tracer) for leaf in leaves):
         return None
-    signature = (config, tuple((leaf.shape, str(leaf.dtype)) for leaf in leaves),
-                 grow_args[-1] is None)
+    signature = (config, tuple((leaf.shape, str(leaf.dtype)) for leaf in leaves))
     if signature in _COMPILED_AHEAD:
         return None
     _COMPILED_AHEAD.add(signature)

@@ -170,6 +170,7 @@ def test_max_features_draws_features_per_node_reproducibly():
     assert not np.array_equal(np.asarray(grown[0].feature), np.asarray(full.feature))
     assert set(np.concatenate(features)) == {0, 1, 2, 3}
 
+
 def test_a_randomized_tree_breaks_ties_between_features_by_its_key():
     """Two copies of one column tie at every node. A tree with feature subsets breaks those ties
     by its key (the trees of a forest must not all pick the same copy); without subsets the key
@@ -186,7 +187,6 @@ def test_a_randomized_tree_breaks_ties_between_features_by_its_key():
     roots = {int(grow_tree(X, y, np.ones(200), plain, key=jax.random.key(seed))[0].feature[0])
              for seed in range(16)}
     assert len(roots) == 1
-
 
 
 def test_random_splitter_cuts_inside_each_node_and_splits_what_best_splits():
