@@ -196,6 +196,11 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
                         width=fitting.default_width(n, min_split, depth, "cart"),
                         num_classes=int(y.max()) + 1, min_split=int(min_split),
                         bins=fitting.DEFAULT_BINS,
+                        # the widest group's splitter: the width that an earlier fit of this
+                        # process needed is remembered per splitter (random cuts grow wider
+                        # levels: letter 1,024 slots, best cuts 256), so a forest with random
+                        # cuts does not widen the best-cut forests fitted after it
+                        splitter="random" if "random" in groups else "best",
                         max_features=None if max_features >= dims else int(max_features),
                         random_state=0, missing=holds_nan(X),
                         max_distinct=fitting.max_distinct(X[weights.sum(axis=0) > 0], "cart"))

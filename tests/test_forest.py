@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 
 import jaxtree
+from jaxtree import fitting
 from jaxtree import forest as F
 from jaxtree import vote_bounds as vb
 
@@ -170,6 +171,24 @@ def test_mixed_forest_is_half_best_half_random_trees():
     mixed, best = (F.PACBayesForestClassifier(splitter=s, **params).fit(X, y)
                    for s in ("mixed", "best"))
     np.testing.assert_array_equal(mixed.predict_trees(X_test), best.predict_trees(X_test))
+
+
+def test_a_width_that_random_cuts_needed_does_not_widen_later_best_cut_forests(monkeypatch):
+    """The layout width that an earlier fit needed is remembered per splitter: random-cut trees
+    grow wider levels (letter: 1,024 slots, best cuts 256), and a best-cut forest fitted after
+    them kept their width (and cost) though its own trees fit the narrower one."""
+    monkeypatch.setattr(fitting, "_KNOWN_WIDTHS", {})
+    X, y = data(120)
+    params = dict(n_estimators=5, random_state=0, lam1=4.0, lam2=0.01)  # the mixed test's
+    best = F.PACBayesForestClassifier(splitter="best", **params).fit(X, y).trees_
+    fitting._KNOWN_WIDTHS.clear()
+    F.PACBayesForestClassifier(splitter="random", **params).fit(X, y)
+    assert fitting._KNOWN_WIDTHS
+    for key, width in fitting._KNOWN_WIDTHS.items():  # as if the random cuts had needed more
+        fitting._KNOWN_WIDTHS[key] = 2 * width
+    after = F.PACBayesForestClassifier(splitter="best", **params).fit(X, y).trees_
+    assert after.feature.shape == best.feature.shape
+    np.testing.assert_array_equal(after.feature, best.feature)
 
 
 @pytest.mark.slow
