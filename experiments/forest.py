@@ -3,7 +3,8 @@
     python -m experiments.forest                           # 7 datasets, 3 splits
     python -m experiments.forest --datasets spam wine --splits 1 --forests rf
     python -m experiments.forest --mvb /path/to/MajorityVoteBounds   # mvb's own forest beside
-    python -m experiments.forest --splits 5 --forests pacbayes-mixed pacbayes rf et --mvb CHECKOUT
+    python -m experiments.forest --splits 5 --seeds 3 --forests pacbayes-mixed pacbayes rf et \
+        --mvb CHECKOUT
 
 Per dataset and split r (seed ``seed + r``): 2000 test points and ``min(train_size, 4000)``
 training points (:func:`experiments.datasets.train_size`, capped to keep the pairwise OOB work
@@ -13,6 +14,13 @@ gives the first-order and tandem bounds (δ = 0.05) for uniform weights and for 
 minimise each bound; the ρ-weighted vote's test error is reported beside every bound (a bound is
 *valid on this split* when it is not below it). Fit times are wall-clock seconds with
 ``n_jobs=1`` and ``n_jobs=2`` (medians over the splits).
+
+``--seeds S`` fits every forest S times on each split, with seeds ``seed + r + 1000 s``
+(s = 0 .. S-1; s = 0 is the one-seed protocol's forest), and means go over splits and seeds:
+one 100-tree forest's test error moves by 0.1–0.4 points from seed to seed on these datasets
+(a standard deviation, for scikit-learn's random forest and jaxtree's alike), as much as the
+forests differ, so one seed per split ranks them by chance. Only the first seed's fits are
+timed (twice, one per ``n_jobs``); the others are fitted once.
 
 ``--mvb PATH`` imports the ``mvb`` package from a checkout of the authors' repository
 (``StephanLorenzen/MajorityVoteBounds``, not a dependency of jaxtree) and adds its
@@ -128,13 +136,14 @@ def vote(predictions, rho, num_classes) -> np.ndarray:
     return np.argmax(scores, axis=0)
 
 
-def run_forest(name, make, X, y, train, test, seed, num_classes):
-    """One forest on one split: one record with errors, bounds and fit times."""
-    times = {}
-    for n_jobs in (2, 1):
+def run_forest(name, make, X, y, train, test, seed, num_classes, timed=True):
+    """One forest on one split: one record with errors, bounds and fit times (``timed``: fitted
+    with ``n_jobs=2`` and ``n_jobs=1``, both timed; else once, with 2 jobs, untimed)."""
+    times = {1: None, 2: None}
+    for n_jobs in (2, 1) if timed else (2,):
         start = time.perf_counter()
         forest = make(X[train], y[train], seed, n_jobs)
-        times[n_jobs] = time.perf_counter() - start
+        times[n_jobs] = time.perf_counter() - start if timed else None
     test_pred = forest.tree_predictions(X[test])
     record = {"forest": name, "fit_s_jobs1": times[1], "fit_s_jobs2": times[2],
               "test_error": float(np.mean(vote(test_pred, np.full(TREES, 1 / TREES),
@@ -155,8 +164,9 @@ def run_forest(name, make, X, y, train, test, seed, num_classes):
     return record
 
 
-def run_mvb(X, y, train, test, seed):
-    """mvb's own random forest and bounds (uniform ρ) on the same split."""
+def run_mvb(X, y, train, test, seed, timed=True):
+    """mvb's own random forest and bounds (uniform ρ) on the same split (``timed``: keep its
+    fit time)."""
     import mvb
     start = time.perf_counter()
     rf = mvb.RandomForestClassifier(TREES, max_features="sqrt", random_state=seed,
@@ -165,7 +175,8 @@ def run_mvb(X, y, train, test, seed):
     fit = time.perf_counter() - start
     _, risk = rf.predict(X[test], y[test])
     bounds, stats = rf.bounds(stats=rf.stats())
-    return {"forest": "mvb-rf", "fit_s_jobs1": fit, "test_error": float(risk),
+    return {"forest": "mvb-rf", "fit_s_jobs1": fit if timed else None,
+            "test_error": float(risk),
             "predict_error": float(risk),
             "oob_error": None, "uniform": {
                 "first_order": float(bounds["PBkl"]), "tandem": float(bounds["TND"]),
@@ -181,7 +192,7 @@ def bundled_split(name: str, n: int, seed: int) -> tuple[np.ndarray, np.ndarray]
     return split_indices(n, min(datasets.train_size(name), MAX_TRAIN), datasets.TEST_SIZE, seed)
 
 
-def run_experiment(names, forests, splits, seed, mvb_path=None, show_progress=True):
+def run_experiment(names, forests, splits, seed, mvb_path=None, show_progress=True, seeds=1):
     if mvb_path is not None:
         sys.path.insert(0, str(mvb_path))
     records = []
@@ -192,18 +203,23 @@ def run_experiment(names, forests, splits, seed, mvb_path=None, show_progress=Tr
         n_train = min(datasets.train_size(name), MAX_TRAIN)
         for r in range(splits):
             train, test = bundled_split(name, len(y), seed + r)
-            runs = [(f, lambda f=f: run_forest(f, FOREST_MAKERS[f], X, y, train, test, seed + r,
-                                               num_classes)) for f in forests]
-            if mvb_path is not None:
-                runs.append(("mvb-rf", lambda: run_mvb(X, y, train, test, seed + r)))
-            for forest, run in runs:
-                record = dict(run(), dataset=name, split=r, n_train=n_train)
-                records.append(record)
-                if show_progress:
-                    u = record.get("uniform", {})
-                    print(f"{name} split {r} {forest}: test {record['test_error']:.4f} "
-                          f"FO {u.get('first_order', float('nan')):.3f} "
-                          f"TND {u.get('tandem', float('nan')):.3f}", flush=True)
+            for s in range(seeds):
+                forest_seed, timed = seed + r + 1000 * s, s == 0
+                runs = [(f, lambda f=f: run_forest(f, FOREST_MAKERS[f], X, y, train, test,
+                                                   forest_seed, num_classes, timed))
+                        for f in forests]
+                if mvb_path is not None:
+                    runs.append(("mvb-rf", lambda: run_mvb(X, y, train, test, forest_seed,
+                                                           timed)))
+                for forest, run in runs:
+                    record = dict(run(), dataset=name, split=r, forest_seed=s, n_train=n_train)
+                    records.append(record)
+                    if show_progress:
+                        u = record.get("uniform", {})
+                        print(f"{name} split {r} seed {s} {forest}: test "
+                              f"{record['test_error']:.4f} "
+                              f"FO {u.get('first_order', float('nan')):.3f} "
+                              f"TND {u.get('tandem', float('nan')):.3f}", flush=True)
     return records
 
 
@@ -212,19 +228,26 @@ def _mean(values):
     return float(np.mean(values)) if values else float("nan")
 
 
+def _median(values):
+    values = [v for v in values if v is not None]
+    return float(np.median(values)) if values else float("nan")
+
+
 def summarize(records) -> list[dict]:
-    """One row per (dataset, forest): means over splits (times: medians)."""
+    """One row per (dataset, forest): means over splits and seeds (times: medians of the timed
+    fits)."""
     rows = []
     keys = sorted({(r["dataset"], r["forest"]) for r in records},
                   key=lambda k: (list(datasets.DATASETS).index(k[0]), k[1]))
     for dataset, forest in keys:
         rs = [r for r in records if r["dataset"] == dataset and r["forest"] == forest]
-        row = {"dataset": dataset, "forest": forest, "splits": len(rs),
+        row = {"dataset": dataset, "forest": forest,
+               "splits": len({r["split"] for r in rs}), "fits": len(rs),
                "n_train": rs[0]["n_train"], "test_error": _mean([r["test_error"] for r in rs]),
                "predict_error": _mean([r["predict_error"] for r in rs]),
                "oob_error": _mean([r["oob_error"] for r in rs]),
-               "fit_s_jobs1": float(np.median([r["fit_s_jobs1"] for r in rs])),
-               "fit_s_jobs2": float(np.median([r.get("fit_s_jobs2") or np.nan for r in rs]))}
+               "fit_s_jobs1": _median([r["fit_s_jobs1"] for r in rs]),
+               "fit_s_jobs2": _median([r.get("fit_s_jobs2") for r in rs])}
         for weights in WEIGHTS:
             if weights in rs[0]:
                 for key in rs[0][weights]:
@@ -240,21 +263,22 @@ def _f(x, digits=3):
     return "—" if x is None or (isinstance(x, float) and np.isnan(x)) else f"{x:.{digits}f}"
 
 
-def markdown(rows, args) -> str:
+def markdown(rows, args, records) -> str:
     lines = [
         "# Forests: test error, out-of-bag error and out-of-bag bounds",
         "",
         f"`python -m experiments.forest {' '.join(args)}`".replace(" `", "`"),
         "",
         f"{TREES} trees, δ = {DELTA}, 2000 test points, training sets of min(Table 2 size, "
-        f"{MAX_TRAIN}) points; means over the splits (fit times: medians, seconds, on a machine "
+        f"{MAX_TRAIN}) points; means over the splits and the forest seeds of each split "
+        "(`--seeds`; fit times: medians of the first seed's fits, seconds, on a machine "
         "shared with other jobs). FO = first-order bound 2·kl⁻¹ on the Gibbs loss, TND = tandem "
         "bound 4·kl⁻¹ on the tandem loss (Masegosa et al. 2020; `jaxtree.vote_bounds`); "
         "n = min OOB size of a tree, n₂ = of a pair. *opt FO / opt TND*: ρ minimising that bound, "
         "with the test error of that ρ-weighted vote. *predict err*: the forest's `predict` "
         "(mean of the trees' class probabilities); *vote err*: the uniform vote of the trees' "
         "labels, which the bounds certify. `valid`: the better bound is at or above "
-        "the vote's test error on every split. jaxtree's forests (`pacbayes*`) chose λ among "
+        "the vote's test error on every split and seed. jaxtree's forests (`pacbayes*`) chose λ among "
         f"{len(LAMBDA_GRID)} settings by OOB error: their bounds are at δ/{len(LAMBDA_GRID)} "
         "(a union bound). `et` is "
         "scikit-learn's ExtraTrees default (no bootstrap, so no OOB data). `mvb-rf`: the "
@@ -278,12 +302,25 @@ def markdown(rows, args) -> str:
             + (f"{r['uniform.n_min']:.0f} / {r['uniform.n2_min']:.0f}" if has else "—")
             + f" | {opt('first_order', 'first_order')} | {opt('tandem', 'tandem')} | "
             f"{_valid(r) if has else '—'} | {_f(r['fit_s_jobs1'], 2)} | {_f(r['fit_s_jobs2'], 2)} |")
-    return "\n".join(lines + [""] + versus(rows, "rf")) + "\n"
+    return "\n".join(lines + [""] + versus(rows, "rf", records)) + "\n"
 
 
-def versus(rows, reference) -> list[str]:
+def split_differences(records, forest, reference, dataset) -> np.ndarray:
+    """``[splits]`` the forest's mean predict error over the seeds of each split minus the
+    reference's (the splits where both ran)."""
+    def per_split(name):
+        rs = [r for r in records if r["forest"] == name and r["dataset"] == dataset]
+        return {k: np.mean([r["predict_error"] for r in rs if r["split"] == k])
+                for k in {r["split"] for r in rs}}
+    ours, theirs = per_split(forest), per_split(reference)
+    return np.array([ours[k] - theirs[k] for k in sorted(ours.keys() & theirs.keys())])
+
+
+def versus(rows, reference, records) -> list[str]:
     """Lines comparing each forest's predict error with ``reference``'s on the same datasets:
-    the datasets where it is at most the reference's and the geometric mean of the ratios."""
+    the datasets where it is at most the reference's, the geometric mean of the ratios, and per
+    dataset the mean difference ± its standard error over the splits (each split's seeds
+    averaged first)."""
     errors = {(r["dataset"], r["forest"]): r["predict_error"] for r in rows}
     lines = []
     for forest in sorted({r["forest"] for r in rows} - {reference}):
@@ -293,8 +330,16 @@ def versus(rows, reference) -> list[str]:
             continue
         wins = sum(e <= ref for e, ref in pairs)
         geo = float(np.exp(np.mean([np.log(max(e, 1e-4) / max(ref, 1e-4)) for e, ref in pairs])))
+        spread = []
+        for dataset in dict.fromkeys(d for (d, f) in errors if f == forest):
+            diff = split_differences(records, forest, reference, dataset)
+            if len(diff) > 1:
+                spread.append(f"{dataset} {1000 * diff.mean():+.1f} ± "
+                              f"{1000 * diff.std(ddof=1) / np.sqrt(len(diff)):.1f}")
         lines.append(f"* `{forest}` against `{reference}` (predict error): at or below on {wins} "
-                     f"of {len(pairs)} datasets, geometric-mean ratio {geo:.3f}.")
+                     f"of {len(pairs)} datasets, geometric-mean ratio {geo:.3f}"
+                     + (f"; difference per dataset (thousandths, ± standard error over the "
+                        f"splits): {', '.join(spread)}." if spread else "."))
     return lines
 
 
@@ -309,6 +354,8 @@ def main(argv=None):
                         choices=list(FOREST_MAKERS))
     parser.add_argument("--splits", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seeds", type=int, default=1,
+                        help="forests fitted per split (seeds seed + split + 1000 s)")
     parser.add_argument("--mvb", type=pathlib.Path, default=None,
                         help="checkout of StephanLorenzen/MajorityVoteBounds (holds mvb/)")
     parser.add_argument("--out", type=pathlib.Path, default=RESULTS / "forest.md")
@@ -318,9 +365,10 @@ def main(argv=None):
         shown[shown.index("--mvb") + 1] = "CHECKOUT"
     records = []
     for name in args.datasets:   # the files are rewritten after each dataset
-        records += run_experiment([name], args.forests, args.splits, args.seed, args.mvb)
+        records += run_experiment([name], args.forests, args.splits, args.seed, args.mvb,
+                                  seeds=args.seeds)
         rows = summarize(records)
-        args.out.write_text(markdown(rows, shown))
+        args.out.write_text(markdown(rows, shown, records))
         args.out.with_suffix(".json").write_text(json.dumps(
             {"date": datetime.datetime.now(datetime.timezone.utc).isoformat(),
              "git": git_state(), "argv": shown, "records": records, "rows": rows}, indent=1))
