@@ -244,10 +244,10 @@ def tree_splitters(splitter: str, n_estimators: int, missing: bool) -> dict:
     forest of best-cut trees copies a random forest and errs as much (0.986× scikit-learn's over
     5 splits × 3 seeds), one of random-cut trees less (0.997×: less correlated votes) but its
     trees err more one by one, so its out-of-bag bounds are looser than the ``mvb`` package's
-    for a random forest on 4 of the 7; half and half errs 0.971× and keeps the best-cut trees, on which a
-    bound-optimised ρ leans (its better bound at or below ``mvb``'s on all 7). Not the default:
-    the random cuts' trees need a wider layout (letter: 1,024 slots a level, not 256), and the
-    fit takes 1.5–2.7× as long (eeg, spam, letter)."""
+    for a random forest on 4 of the 7; half and half errs 0.971× and keeps the best-cut trees,
+    on which a bound-optimised ρ leans (its better bound at or below ``mvb``'s on all 7). Not
+    the default: the random cuts' trees need a wider layout (letter: 1,024 slots a level, not
+    256), and the fit takes 1.5–2.7× as long (eeg, spam, letter)."""
     if splitter == "mixed" and not missing:
         half = -(-n_estimators // 2)
         return {"best": (0, half), "random": (half, n_estimators)} if half < n_estimators \
