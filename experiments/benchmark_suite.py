@@ -1,6 +1,7 @@
 """The default PAC-Bayes tree on a wide benchmark nobody tuned the defaults for.
 
     python -m experiments.benchmark_suite [--quick] [--splits 3] [--pac '{"smoothing": 1}']
+                                          [--cv-repeats R]
 
 Problems (:func:`problems`, at least 30): the seven bundled Table 1 datasets
 (:mod:`experiments.datasets`, 1500 rows drawn from each), scikit-learn's breast cancer, wine,
@@ -13,7 +14,8 @@ has a single point).
 Models, each with its defaults on the training part:
 
 * ``PACBayesTreeClassifier()`` (CART T0, λ's by 2-fold CV; ``--pac`` adds constructor
-  arguments, to measure a change of default; ``--rule`` swaps the selection's tie rule);
+  arguments, to measure a change of default; ``--rule`` swaps the selection's tie rule;
+  ``--cv-repeats R`` selects the λ's by R repeats of a stratified CV);
 * scikit-learn's ``DecisionTreeClassifier(random_state=0)`` tuned by ``GridSearchCV`` (5
   folds) over ``ccp_alpha`` on the tree's own cost-complexity path (at most 30 values, evenly
   spaced along the path): "tuned tree", the reference of every ratio;
@@ -245,6 +247,9 @@ def main(argv=None):
                         help="simplest: the selection's former tie-break (first of least loss, "
                              "no refit check), for the measurements of docs/theory/selection.md")
     parser.add_argument("--models", nargs="*", help="only these models (the tuned tree always)")
+    parser.add_argument("--cv-repeats", type=int, default=None,
+                        help="the PAC-Bayes tree's λ's by R repeats of its stratified CV "
+                             "(cv=RepeatedStratifiedKFold(n_splits=cv, n_repeats=R))")
     parser.add_argument("--out", default="benchmark_suite", help="results file stem")
     args = parser.parse_args(argv)
     splits = args.splits or (1 if args.quick else 3)
@@ -254,11 +259,17 @@ def main(argv=None):
         select.MAX_REFIT_UNRESOLVED = 1.0
     if args.models:
         MODEL_FILTER.update(args.models + ["tuned tree"])
-    records = run(args.quick, splits, json.loads(args.pac), args.only)
+    pac_options = json.loads(args.pac)
+    if args.cv_repeats:
+        from sklearn.model_selection import RepeatedStratifiedKFold
+        pac_options["cv"] = RepeatedStratifiedKFold(n_splits=pac_options.get("cv", 2),
+                                                    n_repeats=args.cv_repeats, random_state=0)
+    records = run(args.quick, splits, pac_options, args.only)
     command = "python -m experiments.benchmark_suite" + (" --quick" if args.quick else "") + \
         (f" --splits {splits}" if args.splits else "") + \
         (f" --pac '{args.pac}'" if args.pac != "{}" else "") + \
         (f" --rule {args.rule}" if args.rule != "interior" else "") + \
+        (f" --cv-repeats {args.cv_repeats}" if args.cv_repeats else "") + \
         (f" --models {' '.join(args.models)}" if args.models else "")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(records, indent=1))
