@@ -152,8 +152,8 @@ class GrowInfo:
         >>> tree, info = jaxtree.grow_tree(X, np.zeros(8, int), np.ones(8), config)
         >>> int(info.capped), int(info.depth)
         (2, 3)
-        >>> info.counts.shape                 # [(max_depth + 1) · width, L]
-        (16, 1)
+        >>> info.counts.shape                 # [(max_depth + 1) · width, L = config.num_classes]
+        (16, 2)
     """
 
     capped: Array

@@ -191,7 +191,7 @@ def export_text(model, feature_names: Optional[Sequence[str]] = None, max_depth=
         n=8, counts=[3, 5], P(stop)=0.001
         |--- t <= 3.000  [n=4, counts=[3, 1], P(stop)=0.338]
         |   |--- ... (truncated)
-        |--- t >  3.000  [n=4, counts=[0, 4], P(stop)=0.999]
+        |--- t >  3.000 or NaN  [n=4, counts=[0, 4], P(stop)=0.999]
     """
     names = _feature_names(model, feature_names)
     _check_depth(max_depth)
