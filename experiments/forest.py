@@ -223,14 +223,10 @@ def run_experiment(names, forests, splits, seed, mvb_path=None, show_progress=Tr
     return records
 
 
-def _mean(values):
+def _mean(values, statistic=np.mean):
+    """``statistic`` of the values that are not None (nan if none is)."""
     values = [v for v in values if v is not None]
-    return float(np.mean(values)) if values else float("nan")
-
-
-def _median(values):
-    values = [v for v in values if v is not None]
-    return float(np.median(values)) if values else float("nan")
+    return float(statistic(values)) if values else float("nan")
 
 
 def summarize(records) -> list[dict]:
@@ -246,8 +242,8 @@ def summarize(records) -> list[dict]:
                "n_train": rs[0]["n_train"], "test_error": _mean([r["test_error"] for r in rs]),
                "predict_error": _mean([r["predict_error"] for r in rs]),
                "oob_error": _mean([r["oob_error"] for r in rs]),
-               "fit_s_jobs1": _median([r["fit_s_jobs1"] for r in rs]),
-               "fit_s_jobs2": _median([r.get("fit_s_jobs2") for r in rs])}
+               "fit_s_jobs1": _mean([r["fit_s_jobs1"] for r in rs], np.median),
+               "fit_s_jobs2": _mean([r.get("fit_s_jobs2") for r in rs], np.median)}
         for weights in WEIGHTS:
             if weights in rs[0]:
                 for key in rs[0][weights]:
@@ -278,8 +274,9 @@ def markdown(rows, args, records) -> str:
         "with the test error of that ρ-weighted vote. *predict err*: the forest's `predict` "
         "(mean of the trees' class probabilities); *vote err*: the uniform vote of the trees' "
         "labels, which the bounds certify. `valid`: the better bound is at or above "
-        "the vote's test error on every split and seed. jaxtree's forests (`pacbayes*`) chose λ among "
-        f"{len(LAMBDA_GRID)} settings by OOB error: their bounds are at δ/{len(LAMBDA_GRID)} "
+        "the vote's test error on every split and seed. jaxtree's forests (`pacbayes*`) chose "
+        f"λ among {len(LAMBDA_GRID)} settings by OOB error: their bounds are at "
+        f"δ/{len(LAMBDA_GRID)} "
         "(a union bound). `et` is "
         "scikit-learn's ExtraTrees default (no bootstrap, so no OOB data). `mvb-rf`: the "
         "authors' `mvb` package's own random forest and bounds (uniform ρ) on the same "
