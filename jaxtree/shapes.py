@@ -52,6 +52,14 @@ debugging); :func:`forget_shapes` empties the record of shapes used.
 **Across processes**, compiled programs are kept on disk by JAX's persistent compilation cache:
 :func:`enable_compilation_cache`.
 
+**Many programs in one process.** XLA:CPU loads every compiled kernel into memory mappings of
+its own (code, constants, data: three each), and Linux caps a process's mappings at
+``vm.max_map_count`` (65,530 by default); past the cap XLA's next compilation dies of a
+segmentation fault. A fit at a new shape adds ~800 mappings, so a process that fits a few dozen
+differently shaped problems reaches the cap. :func:`release_compiled_programs` empties JAX's
+caches of compiled programs when the process holds :data:`MAP_SHARE` of its cap; the estimators
+call it before they compile a fit (with a warning when it releases).
+
 **Compiler options.** :func:`jit` is ``jax.jit`` with :func:`compiler_options` for the
 programs that gain from them (:data:`CPU_COMPILER_OPTIONS`, on a CPU).
 """
@@ -303,6 +311,48 @@ def pad_fold_masks(train_masks, size: int) -> np.ndarray:
     padding rows (weight 0) belong to every training part and to no validation part."""
     masks = np.asarray(train_masks, bool)
     return np.pad(masks, ((0, 0), (0, int(size) - masks.shape[1])), constant_values=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# Memory maps of compiled programs
+#: The share of the process's memory-map cap above which :func:`release_compiled_programs`
+#: empties JAX's caches of compiled programs (module docstring).
+MAP_SHARE = 0.75
+
+_releases = 0       # how many times release_compiled_programs emptied JAX's caches
+
+
+def memory_maps() -> Optional[tuple]:
+    """``(held, cap)``: the memory mappings this process holds (lines of ``/proc/self/maps``)
+    and the system's cap on them (``vm.max_map_count``); None where the system tells neither
+    (not Linux). Reading costs ~1 ms per 1,000 mappings."""
+    try:
+        with open("/proc/sys/vm/max_map_count", "rb") as cap_file:
+            cap = int(cap_file.read())
+        with open("/proc/self/maps", "rb") as maps_file:
+            held = maps_file.read().count(b"\n")
+    except (OSError, ValueError):
+        return None
+    return held, cap
+
+
+def release_compiled_programs(share: float = MAP_SHARE) -> bool:
+    """``jax.clear_caches()`` (every jitted function of the process compiles again at its next
+    call) when this process holds more than ``share`` of its cap on memory mappings, before
+    XLA:CPU's compiled kernels exhaust it (module docstring). Returns whether it released."""
+    global _releases
+    maps = memory_maps()
+    if maps is None or maps[0] <= share * maps[1]:
+        return False
+    jax.clear_caches()
+    _releases += 1
+    return True
+
+
+def releases() -> int:
+    """How many times :func:`release_compiled_programs` has emptied JAX's caches in this
+    process (a record of programs compiled before a release is stale after it)."""
+    return _releases
 
 
 # ---------------------------------------------------------------------------------------------

@@ -8,6 +8,11 @@ programs compute the same values; only their machine code is less optimised. Set
 ``JAXTREE_TEST_FULL_OPT=1`` to test the programs that users run, fully optimised; the
 experiments and benchmarks always are. The flag is set before JAX creates its CPU backend (it
 reads ``XLA_FLAGS`` then), and subprocesses of the tests inherit it.
+
+A test worker compiles thousands of programs; XLA:CPU maps each compiled kernel into memory
+mappings of its own, and a worker would pass Linux's cap on them (``vm.max_map_count``) within
+the suite and die of a segmentation fault inside XLA's compiler (both workers did, each near
+65,000 mappings, before :func:`release_compiled_programs_between_tests`).
 """
 
 import os
@@ -19,6 +24,17 @@ if not os.environ.get("JAXTREE_TEST_FULL_OPT") and \
 
 import jax  # noqa: E402
 import pytest  # noqa: E402
+
+from jaxtree import shapes  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def release_compiled_programs_between_tests():
+    """After each test, empty JAX's caches of compiled programs once the worker holds half of
+    its cap on memory mappings (:func:`jaxtree.shapes.release_compiled_programs`), so that no
+    test's compilations reach the cap."""
+    yield
+    shapes.release_compiled_programs(share=0.5)
 
 
 @pytest.fixture(params=[False, True], ids=["float32", "float64"])

@@ -234,9 +234,7 @@ assert any(path.iterdir())
 
 
 def test_enable_compilation_cache(tmp_path, monkeypatch):
-    """In a process of its own: the cache is global JAX state, and two of three full runs that
-    crashed inside XLA's compiler crashed later in the worker of this file (suspected, not
-    shown: no crash reproduces alone)."""
+    """In a process of its own: the cache is global JAX state."""
     import subprocess
     import sys
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
@@ -244,6 +242,40 @@ def test_enable_compilation_cache(tmp_path, monkeypatch):
     done = subprocess.run([sys.executable, "-c", ENABLE_CACHE, str(tmp_path / "cache")],
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_release_compiled_programs_empties_jaxs_caches(monkeypatch):
+    traces = []
+    square = jax.jit(lambda v: traces.append(v) or v * v)
+    square(np.float32(2.0))
+    square(np.float32(3.0))
+    assert len(traces) == 1
+    maps = shapes.memory_maps()
+    if maps is not None:                                  # Linux
+        held, cap = maps
+        assert 0 < held < cap
+    assert not shapes.release_compiled_programs(share=1.0)
+    releases = shapes.releases()
+    monkeypatch.setattr(shapes, "memory_maps", lambda: (75, 100))
+    assert not shapes.release_compiled_programs()         # at MAP_SHARE: kept
+    square(np.float32(4.0))
+    assert len(traces) == 1 and shapes.releases() == releases
+    monkeypatch.setattr(shapes, "memory_maps", lambda: (76, 100))
+    assert shapes.release_compiled_programs()
+    assert shapes.releases() == releases + 1
+    assert float(square(np.float32(4.0))) == 16.0
+    assert len(traces) == 2                               # compiled again
+
+
+def test_a_fit_near_the_map_cap_releases_compiled_programs_and_says_so(monkeypatch):
+    X, y = _data(100, seed=3, dims=3)                     # a shape no other test fits
+    params = dict(partition="kd", max_depth=3, lam1=1.0, lam2=1.0)
+    monkeypatch.setattr(shapes, "memory_maps", lambda: (90, 100))
+    with pytest.warns(RuntimeWarning, match="max_map_count"):
+        released = jaxtree.PACBayesTreeClassifier(**params).fit(X, y)
+    monkeypatch.undo()
+    kept = jaxtree.PACBayesTreeClassifier(**params).fit(X, y)          # compiled already
+    np.testing.assert_array_equal(released.predict_proba(X), kept.predict_proba(X))
 
 
 @pytest.mark.parametrize("partition", [pytest.param("kd", marks=pytest.mark.slow), "cart",
