@@ -178,6 +178,7 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         self._check_classes(classes)
         self.classes_ = classes
         weight = self._training_weights(X, y, sample_weight)
+        shapes.guard_memory_maps()
         self._fit_encoded(X, y_encoded.astype(np.int32), weight)
         return self
 

@@ -24,7 +24,6 @@ import dataclasses
 import functools
 import math
 import threading
-import warnings
 from typing import Optional
 
 import jax
@@ -569,12 +568,6 @@ def _compile_ahead(grow_args, finish_args, config: FitConfig):
                  tuple((leaf.shape, str(leaf.dtype)) for leaf in leaves))
     if signature in _COMPILED_AHEAD:
         return None
-    if shapes.release_compiled_programs():
-        warnings.warn("jaxtree emptied JAX's caches of compiled programs (jax.clear_caches()): "
-                      "this process held most of the memory mappings that Linux allows it "
-                      "(vm.max_map_count), and XLA would crash compiling past the cap; programs "
-                      "compile again at their next call", RuntimeWarning, stacklevel=2)
-        signature = (shapes.releases(),) + signature[1:]
     _COMPILED_AHEAD.add(signature)
     grow = _grow_program.lower(*grow_args, config=config)
     x64 = jnp.zeros(0).dtype == jnp.float64       # thread-local in jax.enable_x64 contexts

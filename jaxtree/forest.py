@@ -445,6 +445,7 @@ class PACBayesForestClassifier(ClassifierMixin, BaseEstimator):
             raise ValueError("splitter='random' does not take missing values (NaN in X): use "
                              "splitter='best' or impute them")
         self.classes_, y = np.unique(y, return_inverse=True)
+        shapes.guard_memory_maps()
         rng = np.random.default_rng(self.random_state)
         n = len(y)
         weights = draw_samples(n, int(self.n_estimators), self.bootstrap, rng, draws)

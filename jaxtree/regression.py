@@ -393,6 +393,7 @@ class TreeRegressorBase(RegressorMixin, BaseEstimator):
         if not weight.sum() > 0:
             raise ValueError("sample_weight must have a positive sum: every row has weight 0")
         y = np.asarray(y, np.float64)
+        shapes.guard_memory_maps()
         self.y_shift_ = float(np.average(y, weights=weight))
         scale = float(np.sqrt(np.average(np.square(y - self.y_shift_), weights=weight)))
         self.y_scale_ = scale if scale > 0 else 1.0

@@ -57,8 +57,8 @@ its own (code, constants, data: three each), and Linux caps a process's mappings
 ``vm.max_map_count`` (65,530 by default); past the cap XLA's next compilation dies of a
 segmentation fault. A fit at a new shape adds ~800 mappings, so a process that fits a few dozen
 differently shaped problems reaches the cap. :func:`release_compiled_programs` empties JAX's
-caches of compiled programs when the process holds :data:`MAP_SHARE` of its cap; the estimators
-call it before they compile a fit (with a warning when it releases).
+caches of compiled programs when the process holds :data:`MAP_SHARE` of its cap; every
+estimator's ``fit`` calls it first (:func:`guard_memory_maps`, with a warning when it releases).
 
 **Compiler options.** :func:`jit` is ``jax.jit`` with :func:`compiler_options` for the
 programs that gain from them (:data:`CPU_COMPILER_OPTIONS`, on a CPU).
@@ -71,6 +71,7 @@ import functools
 import os
 import pathlib
 import threading
+import warnings
 from typing import Optional
 
 import jax
@@ -353,6 +354,39 @@ def releases() -> int:
     """How many times :func:`release_compiled_programs` has emptied JAX's caches in this
     process (a record of programs compiled before a release is stale after it)."""
     return _releases
+
+
+#: JAX's event after each XLA compilation (``jax.monitoring``).
+COMPILE_EVENT = "/jax/core/compile/backend_compile_duration"
+_compilations = 0           # XLA compilations in this process since jaxtree's import
+_compilations_checked = -1  # _compilations when guard_memory_maps last read the mappings
+
+
+def _count_compilation(event: str, duration: float, **_) -> None:
+    global _compilations
+    if event == COMPILE_EVENT:
+        _compilations += 1
+
+
+jax.monitoring.register_event_duration_secs_listener(_count_compilation)
+
+
+def guard_memory_maps() -> bool:
+    """:func:`release_compiled_programs`, with a ``RuntimeWarning`` when it releases; the
+    estimators call it at the start of ``fit``. It reads the mappings only when something
+    compiled since its last reading (mappings grow only then), so a warm refit pays nothing.
+    Returns whether it released."""
+    global _compilations_checked
+    if _compilations == _compilations_checked:
+        return False
+    _compilations_checked = _compilations
+    if not release_compiled_programs():
+        return False
+    warnings.warn("jaxtree emptied JAX's caches of compiled programs (jax.clear_caches()): this "
+                  "process held most of the memory mappings that Linux allows it "
+                  "(vm.max_map_count), and XLA would crash compiling past the cap; programs "
+                  "compile again at their next call", RuntimeWarning, stacklevel=3)
+    return True
 
 
 # ---------------------------------------------------------------------------------------------

@@ -269,13 +269,22 @@ def test_release_compiled_programs_empties_jaxs_caches(monkeypatch):
 
 def test_a_fit_near_the_map_cap_releases_compiled_programs_and_says_so(monkeypatch):
     X, y = _data(100, seed=3, dims=3)                     # a shape no other test fits
-    params = dict(partition="kd", max_depth=3, lam1=1.0, lam2=1.0)
+
+    def fit():
+        model = jaxtree.PACBayesTreeClassifier(partition="kd", max_depth=3, lam1=1.0, lam2=1.0)
+        return model.fit(X, y).predict_proba(X)
+
+    kept = fit()                                          # compiles its programs
     monkeypatch.setattr(shapes, "memory_maps", lambda: (90, 100))
     with pytest.warns(RuntimeWarning, match="max_map_count"):
-        released = jaxtree.PACBayesTreeClassifier(**params).fit(X, y)
+        released = fit()                                  # compiles them again
+    np.testing.assert_array_equal(released, kept)
     monkeypatch.undo()
-    kept = jaxtree.PACBayesTreeClassifier(**params).fit(X, y)          # compiled already
-    np.testing.assert_array_equal(released.predict_proba(X), kept.predict_proba(X))
+    readings, read = [], shapes.memory_maps
+    monkeypatch.setattr(shapes, "memory_maps", lambda: readings.append(1) or read())
+    fit()                     # something compiled since the last reading: reads the mappings
+    fit()                     # nothing did (a warm refit): reads nothing
+    assert len(readings) == 1
 
 
 @pytest.mark.parametrize("partition", [pytest.param("kd", marks=pytest.mark.slow), "cart",
