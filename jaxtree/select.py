@@ -603,7 +603,8 @@ def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAY
       votes_fn: the method (module docstring).
       directions: ``((name, ±1), ...)`` tuned parameters and their tie-breaking directions.
       fixed: ``{name: value}`` parameters of ``votes_fn`` held fixed.
-      progress: optional callback ``progress(number_of_settings_done)`` after each stage.
+      progress: optional callback ``progress(number_of_settings_done)``, once per stage (after
+        the search).
       errors_fn: replaces :func:`grid_errors` (same arguments and result); the distributed fit
         splits the settings over processes with it.
       scoring: the selection criterion, one of :data:`SCORINGS`.
@@ -630,16 +631,30 @@ def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAY
         ['lam1', 'lam2']
     """
     check_scoring(scoring)
-    errors_fn = grid_errors if errors_fn is None else errors_fn
-    grid0 = _first_grid(jnp.asarray(base_grid), tuple(directions), fixed or {})
-    errors0 = errors_fn(tree, folds, votes_fn, grid0, batch_size, scoring=scoring)
+    directions, fixed = tuple(directions), fixed or {}
+    grid0 = _first_grid(jnp.asarray(base_grid), directions, fixed)
+
+    def stage(grid, _):
+        """One stage's errors, and the next stage's grid from them."""
+        errors = (grid_errors if errors_fn is None else errors_fn)(
+            tree, folds, votes_fn, grid, batch_size, scoring=scoring)
+        following = _second_grid(grid, errors, directions, linear_size, fixed)
+        return jax.tree.map(lambda new, old: new.astype(old.dtype), following, grid), \
+            (grid, errors)
+
+    if errors_fn is None and len(base_grid) == linear_size:
+        # both stages as two steps of one loop: one copy of the grid's passes in the program
+        # (a first default fit compiled its second program in 2.6 s instead of 3.1 s)
+        _, (grids, errors) = jax.lax.scan(stage, grid0, length=2)
+        grid1 = jax.tree.map(lambda values: values[1], grids)
+        errors0, errors1 = errors[0], errors[1]
+    else:                       # stages of different sizes, or a host-side errors_fn
+        grid1, (_, errors0) = stage(grid0, None)
+        _, (_, errors1) = stage(grid1, None)
     if progress is not None:
         progress(errors0.shape[0])
-    grid1 = _second_grid(grid0, errors0, tuple(directions), linear_size, fixed or {})
-    errors1 = errors_fn(tree, folds, votes_fn, grid1, batch_size, scoring=scoring)
-    if progress is not None:
         progress(errors1.shape[0])
-    return _search_result(grid0, errors0, grid1, errors1, folds.weight, tuple(directions))
+    return _search_result(grid0, errors0, grid1, errors1, folds.weight, directions)
 
 
 # The steps between the two stages, each one program: run eagerly, their dozen small jnp ops
