@@ -371,21 +371,22 @@ def _count_compilation(event: str, duration: float, **_) -> None:
 jax.monitoring.register_event_duration_secs_listener(_count_compilation)
 
 
-def guard_memory_maps() -> bool:
-    """:func:`release_compiled_programs`, with a ``RuntimeWarning`` when it releases; the
-    estimators call it at the start of ``fit``. It reads the mappings only when something
-    compiled since its last reading (mappings grow only then), so a warm refit pays nothing.
-    Returns whether it released."""
+def guard_memory_maps(share: float = MAP_SHARE, warn: bool = True) -> bool:
+    """:func:`release_compiled_programs` at ``share``, with a ``RuntimeWarning`` when it releases
+    (unless ``warn`` is False); the estimators call it at the start of ``fit``. It reads the
+    mappings only when something compiled since its last reading (mappings grow only then), so
+    a warm refit pays nothing. Returns whether it released."""
     global _compilations_checked
     if _compilations == _compilations_checked:
         return False
     _compilations_checked = _compilations
-    if not release_compiled_programs():
+    if not release_compiled_programs(share):
         return False
-    warnings.warn("jaxtree emptied JAX's caches of compiled programs (jax.clear_caches()): this "
-                  "process held most of the memory mappings that Linux allows it "
-                  "(vm.max_map_count), and XLA would crash compiling past the cap; programs "
-                  "compile again at their next call", RuntimeWarning, stacklevel=3)
+    if warn:
+        warnings.warn("jaxtree emptied JAX's caches of compiled programs (jax.clear_caches()): "
+                      "this process held most of the memory mappings that Linux allows it "
+                      "(vm.max_map_count), and XLA would crash compiling past the cap; "
+                      "programs compile again at their next call", RuntimeWarning, stacklevel=3)
     return True
 
 

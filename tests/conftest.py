@@ -30,11 +30,11 @@ from jaxtree import shapes  # noqa: E402
 
 @pytest.fixture(autouse=True)
 def release_compiled_programs_between_tests():
-    """After each test, empty JAX's caches of compiled programs once the worker holds half of
-    its cap on memory mappings (:func:`jaxtree.shapes.release_compiled_programs`), so that no
-    test's compilations reach the cap."""
+    """After each test that compiled something, empty JAX's caches of compiled programs once the
+    worker holds half of its cap on memory mappings (:func:`jaxtree.shapes.guard_memory_maps`),
+    so that no test's compilations reach the cap."""
     yield
-    shapes.release_compiled_programs(share=0.5)
+    shapes.guard_memory_maps(share=0.5, warn=False)
 
 
 @pytest.fixture(params=[False, True], ids=["float32", "float64"])
