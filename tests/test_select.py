@@ -119,7 +119,6 @@ def test_paper_search_follows_the_protocol():
     assert float(result.best_error) == pytest.approx(total1.min() / len(y))
 
 
-
 def test_paper_search_with_a_host_side_errors_fn_equals_its_loop():
     # the default search runs its two stages as one lax.scan (one copy of the grid's passes);
     # an errors_fn that leaves JAX (as the distributed fit's does) runs them one after the other
@@ -136,6 +135,7 @@ def test_paper_search_with_a_host_side_errors_fn_equals_its_loop():
     assert len(calls) == 2
     for a, b in zip(jax.tree.leaves(looped), jax.tree.leaves(stepped)):
         np.testing.assert_array_equal(a, b)
+
 
 def _deepest_tied(total, shape):
     """Brute force of the selection rule: loop over the settings of least loss, measure each
