@@ -510,19 +510,19 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
              else fitting.default_max_depth(partition, n, X.shape[1]))
     # a CART T0 has its own shape: compact, as the one-process fit's trees are
     layout = "compact" if partition == "cart" else "auto"
-    _check_tree_options(depth, estimator.min_split, estimator.split, layout)
+    _check_tree_options(depth, estimator._min_split(), estimator.split, layout)
     if partition == "cart":
         cart.check_bins(bins)
     profile = _Profile(reducer)
     with profile("tree"):
         if partition == "kd":
-            tree = build.grow_kd(X, y, depth, estimator.min_split, estimator.split,
+            tree = build.grow_kd(X, y, depth, estimator._min_split(), estimator.split,
                                  layout, reducer)
         elif partition == "dyadic":
-            tree = build.grow_dyadic(X, y, depth, estimator.min_split, estimator.split,
+            tree = build.grow_dyadic(X, y, depth, estimator._min_split(), estimator.split,
                                      layout, reducer)
         else:
-            tree = grow_cart_t0(X, y, len(classes), depth, estimator.min_split,
+            tree = grow_cart_t0(X, y, len(classes), depth, estimator._min_split(),
                                 estimator.random_state, bins, reducer)
     estimator.classes_ = classes
     estimator.n_features_in_ = X.shape[1]

@@ -182,6 +182,7 @@ def test_the_distributed_cart_t0_is_the_jax_builders():
         config = jaxtree.GrowConfig(partition="cart", max_depth=layout.depth,
                                     width=layout.width, num_classes=len(model.classes_),
                                     bins=worker.CART_BINS,
+                                    min_split=jaxtree.estimators.CART_MIN_SPLIT,
                                     random_state=params.get("random_state", 0))
         reference, info = jaxtree.grow_tree(X.astype(np.float32),
                                             np.searchsorted(model.classes_, y),

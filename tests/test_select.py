@@ -8,7 +8,7 @@ import pytest
 from sklearn.base import clone
 
 import jaxtree
-from jaxtree import fitting, hsvote, prune, select
+from jaxtree import estimators, fitting, hsvote, prune, select
 
 L = 3
 DEPTH = 4
@@ -330,11 +330,14 @@ def test_per_fold_trees_never_see_the_validation_fold():
             assert int(errors[g, f]) == int(np.sum(np.argmax(np.asarray(scores), 1) != y[~mask]))
 
 
-def _binned_cart(n):
+def _binned_cart(n, min_split=2):
     """The host twin of the estimators' CART T0 for a sample of ``n`` rows: 64 quantile bins,
-    at most ``2·ceil(log2 n)`` levels (:func:`jaxtree.fitting.default_max_depth`)."""
+    at most ``2·ceil(log2 n)`` levels (:func:`jaxtree.fitting.default_max_depth`), nodes of
+    fewer than ``min_split`` points not split (the PAC-Bayes tree's default:
+    ``CART_MIN_SPLIT``; the baselines': 2)."""
     depth = fitting.default_max_depth("cart", n, 2)
     return lambda X_part, y_part: jaxtree.cart_tree(X_part, y_part, max_depth=depth,
+                                                    min_split=min_split,
                                                     bins=fitting.DEFAULT_BINS, layout="compact")
 
 
@@ -345,12 +348,14 @@ def test_estimator_grows_cart_t0_per_fold():
     assert {f"split{f}_test_score" for f in range(3)} & set(model.cv_results_) == \
         {f"split{f}_test_score" for f in range(2)}
     masks = fitting.train_masks(X, y, 2)      # the estimator's folds (distinct rows, seed 0)
-    folds = select.prepare_fold_trees(_binned_cart(len(y)), X, y, 3, masks)
+    folds = select.prepare_fold_trees(_binned_cart(len(y), estimators.CART_MIN_SPLIT), X, y, 3,
+                                      masks)
     best = select.paper_search(None, folds, select.pacbayes_votes,     # the CV scores the
                                fixed={"smoothing": model.smoothing}).best_params  # predictive
     assert model.best_params_ == pytest.approx({k: float(v) for k, v in best.items()})
     # refitted on all points (T0 padded to a shared shape: compare its splits)
-    assert int(model.tree_.internal.sum()) == int(_binned_cart(len(y))(X, y).internal.sum())
+    assert int(model.tree_.internal.sum()) == int(
+        _binned_cart(len(y), estimators.CART_MIN_SPLIT)(X, y).internal.sum())
     shared = jaxtree.PACBayesTreeClassifier(partition="cart", cv_trees="shared").fit(X, y)
     assert not np.array_equal(shared.cv_results_["mean_test_score"],
                               model.cv_results_["mean_test_score"])
