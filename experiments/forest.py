@@ -223,7 +223,7 @@ def run_experiment(names, forests, splits, seed, mvb_path=None, show_progress=Tr
     return records
 
 
-def _mean(values, statistic=np.mean):
+def _present(values, statistic=np.mean):
     """``statistic`` of the values that are not None (nan if none is)."""
     values = [v for v in values if v is not None]
     return float(statistic(values)) if values else float("nan")
@@ -239,15 +239,16 @@ def summarize(records) -> list[dict]:
         rs = [r for r in records if r["dataset"] == dataset and r["forest"] == forest]
         row = {"dataset": dataset, "forest": forest,
                "splits": len({r["split"] for r in rs}), "fits": len(rs),
-               "n_train": rs[0]["n_train"], "test_error": _mean([r["test_error"] for r in rs]),
-               "predict_error": _mean([r["predict_error"] for r in rs]),
-               "oob_error": _mean([r["oob_error"] for r in rs]),
-               "fit_s_jobs1": _mean([r["fit_s_jobs1"] for r in rs], np.median),
-               "fit_s_jobs2": _mean([r.get("fit_s_jobs2") for r in rs], np.median)}
+               "n_train": rs[0]["n_train"],
+               "test_error": _present([r["test_error"] for r in rs]),
+               "predict_error": _present([r["predict_error"] for r in rs]),
+               "oob_error": _present([r["oob_error"] for r in rs]),
+               "fit_s_jobs1": _present([r["fit_s_jobs1"] for r in rs], np.median),
+               "fit_s_jobs2": _present([r.get("fit_s_jobs2") for r in rs], np.median)}
         for weights in WEIGHTS:
             if weights in rs[0]:
                 for key in rs[0][weights]:
-                    row[f"{weights}.{key}"] = _mean([r[weights][key] for r in rs])
+                    row[f"{weights}.{key}"] = _present([r[weights][key] for r in rs])
                 row[f"{weights}.valid"] = all(
                     min(r[weights]["first_order"], r[weights]["tandem"]) >=
                     r[weights]["test_error"] for r in rs)

@@ -505,7 +505,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
       max_depth: depth of T0; None for :func:`jaxtree.fitting.default_max_depth` of the
         sample's total weight.
       min_split: nodes with fewer training points are not split. None (default):
-        :data:`jaxtree.estimators.CART_MIN_SPLIT` (5) for a CART T0, 2 for KD and dyadic trees (the paper's).
+        :data:`jaxtree.estimators.CART_MIN_SPLIT` (5) for a CART T0, 2 for KD and dyadic
+        trees (the paper's).
       split: ``"spread"`` (default: the coordinate of widest interquartile range) or ``"cycle"``
         (coordinate ``depth mod D``, the paper's rule: on digit it never splits past the first
         coordinates, test error 0.55 against 0.19); KD and dyadic trees only.
@@ -557,8 +558,9 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         middle-edge cut, which took the default to 0.980, 20 / 34), for a fit about twice as long
         (docs/theory/selection.md, "Number of folds"). Three repeats of a stratified 2-fold CV
         (``cv=RepeatedStratifiedKFold(n_splits=2, n_repeats=3)``) steady the λ's of mid-size
-        samples: 26 of 34 at or below the tuned tree (the default: 20; with 6 splits per
-        problem 26 against 24, ratio 0.987 against 0.995), for a fit 2.2× as long.
+        samples: 26 of 34 at or below the tuned tree (the default then, ``min_split`` 2: 20;
+        with 6 splits per problem 26 against 24, ratio 0.987 against 0.995), for a fit 2.2×
+        as long.
       cv_trees: which T0 the CV folds use. ``"auto"`` (default): a T0 grown on each fold's
         training part for a label-aware partition (``"cart"``: grown on all points, its leaves
         have seen the validation labels and CV rewards trusting them), one T0 of all the points

@@ -634,23 +634,29 @@ def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAY
     directions, fixed = tuple(directions), fixed or {}
     grid0 = _first_grid(jnp.asarray(base_grid), directions, fixed)
 
-    def stage(grid, _):
-        """One stage's errors, and the next stage's grid from them."""
-        errors = (grid_errors if errors_fn is None else errors_fn)(
+    def errors_of(grid):
+        return (grid_errors if errors_fn is None else errors_fn)(
             tree, folds, votes_fn, grid, batch_size, scoring=scoring)
+
+    def next_grid(grid, errors):
+        """Stage 1's grid from a stage's errors, in that stage's dtypes."""
         following = _second_grid(grid, errors, directions, linear_size, fixed)
-        return jax.tree.map(lambda new, old: new.astype(old.dtype), following, grid), \
-            (grid, errors)
+        return jax.tree.map(lambda new, old: new.astype(old.dtype), following, grid)
 
     if errors_fn is None and len(base_grid) == linear_size:
         # both stages as two steps of one loop: one copy of the grid's passes in the program
         # (a first default fit compiled its second program in 2.6 s instead of 3.1 s)
+        def stage(grid, _):
+            errors = errors_of(grid)
+            return next_grid(grid, errors), (grid, errors)
+
         _, (grids, errors) = jax.lax.scan(stage, grid0, length=2)
         grid1 = jax.tree.map(lambda values: values[1], grids)
         errors0, errors1 = errors[0], errors[1]
     else:                       # stages of different sizes, or a host-side errors_fn
-        grid1, (_, errors0) = stage(grid0, None)
-        _, (_, errors1) = stage(grid1, None)
+        errors0 = errors_of(grid0)
+        grid1 = next_grid(grid0, errors0)
+        errors1 = errors_of(grid1)
     if progress is not None:
         progress(errors0.shape[0])
         progress(errors1.shape[0])
