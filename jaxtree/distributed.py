@@ -485,6 +485,7 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
         raise TypeError(f"jaxtree.distributed.fit fits a PACBayesTreeClassifier; got "
                         f"{type(estimator).__name__}")
     estimator._check_params()
+    shapes.guard_memory_maps()      # as the one-process fit: see jaxtree.shapes
     reducer = ProcessReducer() if reducer is None else reducer
     X, _, n = check_block(reducer, X)
     labels = np.asarray(y)

@@ -236,6 +236,21 @@ def test_a_row_sharded_grow_moves_no_rows():
     assert same == "True"
 
 
+def test_a_distributed_fit_near_the_map_cap_releases_compiled_programs(monkeypatch):
+    """As the one-process fit (tests/test_shapes.py): a process near its memory-map cap empties
+    JAX's caches before it fits, says so, and fits the same model."""
+    X, y = rows(9, n=120)
+    params = dict(partition="kd", max_depth=4, lam1=1.0, lam2=1.0)
+    kept = one_process_fit(params, X, y)
+    monkeypatch.setattr(shapes, "_compilations_checked", -2)     # something compiled since
+    monkeypatch.setattr(shapes, "memory_maps", lambda: (90, 100))
+    releases = shapes.releases()
+    with pytest.warns(RuntimeWarning, match="max_map_count"):
+        released = one_process_fit(params, X, y)
+    assert shapes.releases() == releases + 1
+    assert_same_fit(released, kept, X)
+
+
 # ---------------------------------------------------------------------------------------------
 # Real processes
 def test_without_the_runtime_a_clear_error():
