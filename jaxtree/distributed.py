@@ -440,12 +440,13 @@ def split_grid_errors(tree: Tree, folds: select.Folds, votes_fn, grid: dict,
     ``[G, k]`` errors (validation losses of ``scoring``; each entry comes from one process: the
     sum is exact)."""
     reducer = ProcessReducer() if reducer is None else reducer
-    size = jax.tree.leaves(grid)[0].shape[0]
+    size = select.grid_size(grid)
     bounds = np.linspace(0, size, reducer.size + 1).astype(int)
     start, stop = bounds[reducer.index], bounds[reducer.index + 1]
     errors = np.zeros((size, folds.weight.shape[0]), np.float64)
     if stop > start:
-        share = jax.tree.map(lambda values: values[start:stop], grid)
+        varying, shared = select.shared_settings(grid)
+        share = {**shared, **jax.tree.map(lambda values: values[start:stop], varying)}
         errors[start:stop] = np.asarray(select.grid_errors(tree, folds, votes_fn, share,
                                                            batch_size, scoring))
     return jnp.asarray(reducer.sum(errors), folds.weight.dtype)

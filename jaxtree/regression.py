@@ -148,15 +148,17 @@ def grid_squared_errors(tree: Tree, folds: select.Folds, votes_fn, grid: dict,
     (``{name: [G]}``): the ``errors_fn`` of :func:`jaxtree.select.paper_search` for a
     regression ``votes_fn``; ``folds.label`` holds the validation targets. ``scoring`` is not
     used (the criterion is the squared error)."""
+    varying, shared = select.shared_settings(grid)
 
     def one_setting(params):
         def one_fold(tree, train, path, on_path, target, weight):
-            prediction = select.point_scores(votes_fn(tree, train, params), path, on_path, 1)
+            prediction = select.point_scores(votes_fn(tree, train, {**shared, **params}), path,
+                                             on_path, 1)
             return jnp.sum(weight * jnp.square(target - prediction[:, 0]))
 
         return select.over_folds(one_fold, tree, folds)
 
-    return jax.lax.map(one_setting, grid, batch_size=batch_size or 16)
+    return jax.lax.map(one_setting, varying, batch_size=batch_size or 16)
 
 
 def regression_folds(trees: Tree, X, y, train_weights, valid_weights) -> select.Folds:

@@ -418,18 +418,22 @@ def fold_errors(tree: Tree, folds: Folds, votes_fn: Callable, params: dict,
 def grid_errors(tree: Tree, folds: Folds, votes_fn: Callable, grid: dict,
                 batch_size: Optional[int] = None, scoring: str = "accuracy") -> Array:
     """``[G, k]`` validation error counts (summed losses for another ``scoring``,
-    :func:`fold_errors`) of every setting of ``grid`` (dict of ``[G]`` arrays).
+    :func:`fold_errors`) of every setting of ``grid`` (dict of ``[G]`` arrays, and of scalars
+    that every setting shares: :func:`shared_settings`).
 
     One batched computation: a ``vmap`` over settings (in equal chunks of at most
     ``batch_size``; None picks a size that keeps intermediates under ~0.5 GiB) of a ``vmap``
-    over folds. The chunks are made equal (``G`` split into ``c`` chunks of ``ceil(G / c)``, the
+    over folds. What depends on the shared values alone is computed once per fold, not per
+    setting (the PAC-Bayes votes' smoothed node frequencies: a 7-class KD fit's grid took 0.65 s
+    instead of 1.26 s). The chunks are made equal (``G`` split into ``c`` chunks of ``ceil(G / c)``, the
     last one padded with copies of the last setting) so that the chunk is compiled once:
     ``lax.map`` compiles a remainder chunk as a second copy of the whole computation.
 
     Args:
       tree, folds: T0 and :func:`prepare_folds` output.
       votes_fn: the method (module docstring), e.g. :func:`pacbayes_votes`.
-      grid: ``{name: [G]}`` float settings of ``votes_fn``'s parameters.
+      grid: ``{name: [G]}`` float settings of ``votes_fn``'s parameters (``{name: scalar}``
+        for one value shared by every setting).
       batch_size: settings evaluated at once.
 
     Returns:
@@ -451,7 +455,8 @@ def grid_errors(tree: Tree, folds: Folds, votes_fn: Callable, grid: dict,
          [1. 0.]
          [1. 0.]]
     """
-    size = jax.tree.leaves(grid)[0].shape[0]
+    size = grid_size(grid)
+    varying, shared = shared_settings(grid)
     if batch_size is None:
         k, nodes, classes = folds.train.counts.shape
         per_setting = k * (nodes + folds.path.size // k) * classes * _BYTES_PER_ENTRY
@@ -459,10 +464,27 @@ def grid_errors(tree: Tree, folds: Folds, votes_fn: Callable, grid: dict,
     chunks = -(-size // min(batch_size, size))
     batch_size = -(-size // chunks)
     extra = chunks * batch_size - size
-    settings = jax.tree.map(lambda v: jnp.concatenate([v, jnp.repeat(v[-1:], extra)]), grid)
-    errors = jax.lax.map(lambda p: fold_errors(tree, folds, votes_fn, p, scoring), settings,
-                         batch_size=batch_size)
+    settings = jax.tree.map(lambda v: jnp.concatenate([v, jnp.repeat(v[-1:], extra)]), varying)
+    errors = jax.lax.map(lambda p: fold_errors(tree, folds, votes_fn, {**shared, **p}, scoring),
+                         settings, batch_size=batch_size)
     return errors[:size]
+
+
+def grid_size(grid: dict) -> int:
+    """``G``, the settings of ``grid`` (:func:`grid_errors`): the length of its ``[G]`` entries."""
+    sizes = {np.shape(v)[0] for v in jax.tree.leaves(grid) if np.ndim(v) == 1}
+    if len(sizes) != 1:
+        raise ValueError(f"a grid needs [G] entries of one length G (and scalars shared by every "
+                         f"setting); got entries of shapes {[np.shape(v) for v in grid.values()]}")
+    return sizes.pop()
+
+
+def shared_settings(grid: dict) -> tuple[dict, dict]:
+    """``(varying, shared)``: the ``[G]`` entries of ``grid`` and its scalars, the values that
+    every setting shares (:func:`paper_search`'s ``fixed``). A ``vmap`` over the settings of
+    ``varying`` leaves what depends on ``shared`` alone unbatched."""
+    varying = {k: v for k, v in grid.items() if np.ndim(v) == 1}
+    return varying, {k: v for k, v in grid.items() if np.ndim(v) != 1}
 
 
 def srm_grid_errors(tree: Tree, folds: Folds, votes_fn: Callable, grid: dict,
@@ -496,14 +518,14 @@ def srm_grid_errors(tree: Tree, folds: Folds, votes_fn: Callable, grid: dict,
     tables = [prune.min_error_per_size(t.errors, t.total > 0, fold_tree.internal, max_size,
                                        holdout[f], fold_tree.layout)
               for f, (t, fold_tree) in enumerate(zip(trains, trees))]
-    per_setting = lambda v: np.asarray(v)[:, None]   # noqa: E731  [G] -> [G, 1]
+    per_setting = lambda v: np.asarray(v).reshape(-1, 1)   # noqa: E731  [G] or scalar -> [., 1]
     log_h = (per_setting(grid["log_num_tests"]) if "log_num_tests" in grid else
              np.array([[float(prune.log_num_tests_of(fold_tree)) for fold_tree in trees]]))
     return prune.srm_holdout_errors(np.stack([t.errors for t in tables]),
                                     np.stack([t.holdout for t in tables]),
                                     np.stack([t.num_samples for t in trains]),
                                     per_setting(grid["c"]),
-                                    per_setting(grid.get("delta", np.full(len(grid["c"]), 0.05))),
+                                    per_setting(grid.get("delta", 0.05)),
                                     log_h)
 
 
@@ -695,7 +717,7 @@ def _search_result(grid0, errors0, grid1, errors1, weight, directions) -> GridSe
 
 def _grid_shape(grid: dict, directions) -> tuple:
     """The per-parameter sizes of a square product grid (:func:`product_grid`) of ``G`` settings."""
-    size = jax.tree.leaves(grid)[0].shape[0]
+    size = grid_size(grid)
     side = int(round(size ** (1 / len(directions))))
     if side ** len(directions) != size:
         raise ValueError(f"a grid of {size} settings is not a square product over "
@@ -736,7 +758,7 @@ def sequential_search(tree: Tree, folds: Folds, votes_fn: Callable,
                               base_grid=base_grid, linear_size=linear_size,
                               batch_size=batch_size)
         current[name] = float(result.best_params[name])
-        grids += [_with_fixed(g, fixed) for g in result.grids]
+        grids += [_with_fixed(g, fixed, broadcast=True) for g in result.grids]
         errors += list(result.errors)
     return GridSearchResult(grids=tuple(grids), errors=tuple(errors),
                             num_valid=result.num_valid,
@@ -1220,6 +1242,10 @@ def batch_fit_scores(tree: Tree, X: Array, y: Array, weight: Array, params: dict
 
 
 # ---------------------------------------------------------------------------------------------
-def _with_fixed(grid: dict, fixed: Optional[dict]) -> dict:
-    size = jax.tree.leaves(grid)[0].shape[0]
-    return {**{k: jnp.full(size, v) for k, v in (fixed or {}).items()}, **grid}
+def _with_fixed(grid: dict, fixed: Optional[dict], broadcast: bool = False) -> dict:
+    """``grid`` with the ``fixed`` parameters: scalars shared by every setting
+    (:func:`shared_settings`), or ``[G]`` columns with ``broadcast``."""
+    fixed = {k: jnp.asarray(v) for k, v in (fixed or {}).items()}
+    if broadcast:
+        fixed = {k: jnp.full(grid_size(grid), v) for k, v in fixed.items()}
+    return {**fixed, **grid}
