@@ -47,6 +47,25 @@ def _loop_errors(tree, X, y, masks, grid):
     return out
 
 
+@pytest.mark.parametrize("smoothing", [None, 0.5], ids=["hard votes", "predictive"])
+@pytest.mark.parametrize("points", [400, 20], ids=["node sums", "path sums"])
+def test_routed_scores_equal_the_sums_along_each_path(smoothing, points):
+    """The grid's scores by way of each node's root-path sum (T0 with fewer slots than the
+    points' path entries: 400 points) are the sums along each point's path; with fewer points
+    (20) they are those sums themselves."""
+    X, y = _data(seed=3, n=400)
+    tree = jaxtree.cart_tree(X, y, layout="compact")
+    stats = jax.jit(jaxtree.node_stats, static_argnames="num_classes")(
+        tree, X, jnp.asarray(y), num_classes=L)
+    # λ's that leave weight on the root (whose term the node sums add apart)
+    params = {"lam1": 0.1, "lam2": 4.0, **({} if smoothing is None else {"smoothing": smoothing})}
+    votes = select.pacbayes_votes(tree, stats, params)
+    path, on_path = jaxtree.route(tree, X[:points])
+    assert (tree.num_nodes < path.size) == (points == 400)
+    np.testing.assert_allclose(select.routed_scores(tree, votes, path, on_path, L),
+                               select.point_scores(votes, path, on_path, L), rtol=1e-5, atol=1e-7)
+
+
 def test_grid_errors_equal_plain_loop(precision):
     tree, X, y = _problem()
     masks = select.fold_masks(len(y), 3, seed=1)
