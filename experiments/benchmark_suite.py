@@ -40,6 +40,8 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
+import shlex
+import sys
 import time
 
 import numpy as np
@@ -265,12 +267,9 @@ def main(argv=None):
         pac_options["cv"] = RepeatedStratifiedKFold(n_splits=pac_options.get("cv", 2),
                                                     n_repeats=args.cv_repeats, random_state=0)
     records = run(args.quick, splits, pac_options, args.only)
-    command = "python -m experiments.benchmark_suite" + (" --quick" if args.quick else "") + \
-        (f" --splits {splits}" if args.splits else "") + \
-        (f" --pac '{args.pac}'" if args.pac != "{}" else "") + \
-        (f" --rule {args.rule}" if args.rule != "interior" else "") + \
-        (f" --cv-repeats {args.cv_repeats}" if args.cv_repeats else "") + \
-        (f" --models {' '.join(args.models)}" if args.models else "")
+    # the arguments as given (quoted for a shell), so the report says how to reproduce it
+    command = " ".join(["python -m experiments.benchmark_suite",
+                        shlex.join(sys.argv[1:] if argv is None else argv)]).rstrip()
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.out}.json").write_text(json.dumps(records, indent=1))
     text = report(records, command)
