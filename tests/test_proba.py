@@ -9,7 +9,7 @@ import pytest
 from sklearn.metrics import brier_score_loss, log_loss
 
 import jaxtree
-from jaxtree import select
+from jaxtree import fitting, select
 from jaxtree.build import dyadic_tree, kd_tree
 from jaxtree.pacbayes import node_votes, pacbayes_log_weights, pacbayes_potentials
 from jaxtree.stats import class_frequencies, node_stats
@@ -240,7 +240,8 @@ def test_estimator_selects_by_log_loss():
     X, y, tree, _ = small_problem(kd_tree)
     est = jaxtree.PACBayesTreeClassifier(partition="kd", split="cycle", max_depth=4,
                                          min_split=4, scoring="neg_log_loss").fit(X, y)
-    folds = select.prepare_folds(tree, X, jnp.asarray(y), L, select.fold_masks(len(y), 2, 0))
+    masks = fitting.train_masks(X, y, 2)      # the estimator's folds (distinct rows, seed 0)
+    folds = select.prepare_folds(tree, X, jnp.asarray(y), L, masks)
     result = select.paper_search(tree, folds, select.pacbayes_votes,
                                  fixed={"smoothing": 0.5}, scoring="neg_log_loss")
     assert est.best_params_ == pytest.approx({k: float(v) for k, v in
