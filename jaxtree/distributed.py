@@ -66,8 +66,9 @@ Example:
     ...     X = np.arange(8.0)[:, None]
     ...     y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
     ...     rows = slice(0, 5) if jax.process_index() == 0 else slice(5, 8)
-    ...     model = jaxtree.PACBayesTreeClassifier(max_depth=2, lam1=4.0, lam2=1.0,
-    ...                                            distributed=True).fit(X[rows], y[rows])
+    ...     model = jaxtree.PACBayesTreeClassifier(max_depth=2, min_split=2, lam1=4.0,
+    ...                                            lam2=1.0, distributed=True
+    ...                                            ).fit(X[rows], y[rows])
     ...     print(model.predict_proba(X)[:, 1].round(3))
     ... ''')
     >>> results = launch.check(launch.launch([sys.executable, "-c", worker], num_processes=2))
@@ -77,7 +78,8 @@ Example:
     [0.282 0.282 0.328 0.328 0.899 0.899 0.899 0.899]
     >>> X = np.arange(8.0)[:, None]
     >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
-    >>> one = jaxtree.PACBayesTreeClassifier(max_depth=2, lam1=4.0, lam2=1.0).fit(X, y)
+    >>> one = jaxtree.PACBayesTreeClassifier(max_depth=2, min_split=2, lam1=4.0, lam2=1.0
+    ...                                      ).fit(X, y)
     >>> print(one.predict_proba(X)[:, 1].round(3))
     [0.282 0.282 0.328 0.328 0.899 0.899 0.899 0.899]
 """

@@ -185,8 +185,8 @@ def export_text(model, feature_names: Optional[Sequence[str]] = None, max_depth=
         >>> import jaxtree
         >>> X = np.arange(8.0)[:, None]
         >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
-        >>> model = jaxtree.PACBayesTreeClassifier(partition="cart", lam1=4.0, lam2=1.0
-        ...                                        ).fit(X, y)
+        >>> model = jaxtree.PACBayesTreeClassifier(partition="cart", min_split=2, lam1=4.0,
+        ...                                        lam2=1.0).fit(X, y)
         >>> print(jaxtree.export_text(model, feature_names=["t"], max_depth=1), end="")
         n=8, counts=[3, 5], P(stop)=0.001
         |--- t <= 3.000  [n=4, counts=[3, 1], P(stop)=0.338]
@@ -260,8 +260,8 @@ def plot_tree(model, ax=None, feature_names: Optional[Sequence[str]] = None, max
         >>> import jaxtree
         >>> X = np.arange(8.0)[:, None]
         >>> y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
-        >>> model = jaxtree.PACBayesTreeClassifier(partition="cart", lam1=4.0, lam2=1.0
-        ...                                        ).fit(X, y)
+        >>> model = jaxtree.PACBayesTreeClassifier(partition="cart", min_split=2, lam1=4.0,
+        ...                                        lam2=1.0).fit(X, y)
         >>> fig, ax = plt.subplots(figsize=(6, 4))
         >>> len(jaxtree.plot_tree(model, ax=ax))    # T0's seven nodes
         7
