@@ -152,8 +152,8 @@ def grid_squared_errors(tree: Tree, folds: select.Folds, votes_fn, grid: dict,
 
     def one_setting(params):
         def one_fold(tree, train, path, on_path, target, weight):
-            prediction = select.point_scores(votes_fn(tree, train, {**shared, **params}), path,
-                                             on_path, 1)
+            prediction = select.routed_scores(tree, votes_fn(tree, train, {**shared, **params}),
+                                              path, on_path, 1)
             return jnp.sum(weight * jnp.square(target - prediction[:, 0]))
 
         return select.over_folds(one_fold, tree, folds)

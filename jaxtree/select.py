@@ -815,8 +815,8 @@ def smoothed_loss(tree: Tree, folds: Folds, votes_fn: Callable, log_params: dict
     params = {**(fixed or {}), **jax.tree.map(jnp.exp, log_params)}
 
     def one_fold(tree, train, path, on_path, label, weight):
-        scores = point_scores(votes_fn(tree, train, params), path, on_path,
-                              train.num_classes)
+        scores = routed_scores(tree, votes_fn(tree, train, params), path, on_path,
+                               train.num_classes)
         log_p = jax.nn.log_softmax(jnp.log(scores + eps) / tau, axis=1)
         log_right = jnp.take_along_axis(log_p, label[:, None], axis=1)[:, 0]
         missed = -log_right if loss == "log" else 1 - jnp.exp(log_right)
