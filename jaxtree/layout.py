@@ -210,6 +210,12 @@ def semiring_step(combine: Callable[[Array, Array], Array]) -> Callable:
     return step
 
 
+def root_path_sum(layout, x: Array) -> Array:
+    """``[nodes, ...]``: the sum of ``x`` over each node's root path, the node and the root
+    included (``layout.path_sum`` leaves the root's own term out)."""
+    return x[0] + layout.path_sum(x)
+
+
 def path_sum_by_fold(layout, edge: Array) -> Array:
     """``layout.path_sum`` as a ``fold_down``: ``s = 0`` at the root, ``s = edge`` at the other
     slots of the root's level (padding of the compact layout: they have no parent), and

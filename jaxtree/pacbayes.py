@@ -43,6 +43,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxtree.engine import child_values, log_weights_from_offsets, tree_membership
+from jaxtree.layout import root_path_sum
 from jaxtree.stats import NodeStats, class_frequencies
 from jaxtree.tree import Tree, check_node_arrays, check_tree_points, route
 from jaxtree.validation import check_finite, check_num_classes, check_real
@@ -462,7 +463,7 @@ def node_predictive(tree: Tree, node_proba: Array, log_weights: Array) -> Array:
     weight = jnp.exp(log_weights)[:, None]
     proba = node_proba.astype(log_weights.dtype).reshape(node_proba.shape + (1,) * batch)
     contribution = weight * proba
-    return contribution[0] + tree.layout.path_sum(contribution)
+    return root_path_sum(tree.layout, contribution)
 
 
 def node_votes(tree: Tree, stats: NodeStats, weight: Array, smoothing=None):

@@ -58,7 +58,7 @@ import numpy as np
 import optax
 
 from jaxtree import prune, shapes
-from jaxtree.layout import CompleteLayout, pad_complete
+from jaxtree.layout import CompleteLayout, pad_complete, root_path_sum
 from jaxtree.pacbayes import node_votes, pacbayes_authors_log_weights, pacbayes_log_weights
 from jaxtree.stats import NodeStats, stats_from_paths
 from jaxtree.tree import Tree, route
@@ -428,7 +428,7 @@ def routed_scores(tree: Tree, votes, path: Array, on_path: Array, num_classes: i
     if isinstance(votes, tuple):
         weight, label = votes
         votes = weight[:, None] * jax.nn.one_hot(label, num_classes, dtype=weight.dtype)
-    at_node = votes[0] + tree.layout.path_sum(votes)       # path_sum leaves the root's out
+    at_node = root_path_sum(tree.layout, votes)
     leaf = jnp.take_along_axis(path, on_path.sum(axis=1, keepdims=True) - 1, axis=1)[:, 0]
     return at_node[leaf]
 
