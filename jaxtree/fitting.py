@@ -586,7 +586,8 @@ def _compile_ahead(grow_args, finish_args, config: FitConfig):
     return thread
 
 
-@functools.partial(shapes.jit, static_argnames="config")   # its CPU compiler options
+@functools.partial(shapes.jit, static_argnames="config",
+                   cpu_options=shapes.QUICK_CPU_COMPILER_OPTIONS)
 def _grow_program(X, y, weight, key, depth_limit, splits, config: FitConfig):
     """``(tree, info, fold_trees, fold_counts)``: T0 (:func:`jaxtree.grow_tree`) and, with
     ``config.per_fold_trees`` and tuned λ's, the folds' trees and their class counts (one loop:

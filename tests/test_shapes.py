@@ -2,6 +2,7 @@
 weights, validation errors); the persistent compilation cache."""
 
 import contextlib
+import os
 
 import jax
 import jax.numpy as jnp
@@ -383,3 +384,12 @@ def test_jit_with_compiler_options_joins_callers_traces():
     assert options in ({}, shapes.CPU_COMPILER_OPTIONS)
     if options:       # the options this XLA knows compile a program
         jax.jit(lambda v: v + 1, compiler_options=options).lower(x).compile()
+    quick = shapes.compiler_options(shapes.QUICK_CPU_COMPILER_OPTIONS)
+    user_flags = os.environ.get("XLA_FLAGS", "")     # the tests set the level there
+    assert quick in ({}, {name: value for name, value in shapes.QUICK_CPU_COMPILER_OPTIONS.items()
+                          if name not in user_flags})
+    # an option this XLA does not know: compiled as JAX does, not an error at the first fit
+    assert shapes.compiler_options({"xla_cpu_no_such_option": True}) == {}
+    quick_sum = shapes.jit(lambda v: (v * v).sum(),
+                           cpu_options=shapes.QUICK_CPU_COMPILER_OPTIONS)
+    assert float(quick_sum(x)) == 14.0
