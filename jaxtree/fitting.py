@@ -37,7 +37,7 @@ from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_log_weights
 from jaxtree.stats import DEFAULT_SMOOTHING, NodeStats, check_smoothing, class_frequencies
 from jaxtree.stats import counted_stats, node_stats
 from jaxtree.tree import Tree, route
-from jaxtree.validation import holds_nan
+from jaxtree.validation import float_dtype, holds_nan
 
 Array = jax.Array
 
@@ -529,7 +529,7 @@ def fit_with_config(X, y, weight, key, config: FitConfig, *, lam1=None, lam2=Non
     (None: that), an argument of the compiled program — the estimators give the default depth
     of the sample's size here, the layout's depth in ``config``, so refits whose default depths
     differ share one program."""
-    dtype = jnp.zeros(0).dtype
+    dtype = float_dtype()
     X = jnp.asarray(X, dtype)
     weight = jnp.ones(X.shape[0], dtype) if weight is None else jnp.asarray(weight, dtype)
     key = jax.random.PRNGKey(0) if key is None else key
@@ -570,7 +570,7 @@ def _compile_ahead(grow_args, finish_args, config: FitConfig):
         return None
     _COMPILED_AHEAD.add(signature)
     grow = _grow_program.lower(*grow_args, config=config)
-    x64 = jnp.zeros(0).dtype == jnp.float64       # thread-local in jax.enable_x64 contexts
+    x64 = float_dtype() == np.float64       # thread-local in jax.enable_x64 contexts
 
     def compile_finish():
         try:
