@@ -467,8 +467,9 @@ def _known_cpu_options(items: tuple) -> tuple:
 def jit(fun, *, cpu_options: Optional[dict] = None, **jit_kwargs):
     """``jax.jit(fun, **jit_kwargs)`` compiled with :func:`compiler_options` (of
     ``cpu_options``, default :data:`CPU_COMPILER_OPTIONS`) when called at the top level; the
-    options are read at the first call (not at import: JAX's backend is chosen then). Called inside a caller's ``jit``, ``vmap`` or ``grad`` (where JAX refuses options on
-    a nested ``jit``), it is the plain ``jax.jit`` and joins the caller's program. Its
+    options are read at the first call (not at import: JAX's backend is chosen then). Called
+    inside a caller's ``jit``, ``vmap`` or ``grad`` (where JAX refuses options on a nested
+    ``jit``), it is the plain ``jax.jit`` and joins the caller's program. Its
     ``lower(*args, **kwargs)`` is the top-level program's (``jax.jit``'s ahead-of-time
     lowering: a ``.compile()`` of it serves the later calls at those shapes)."""
     plain = jax.jit(fun, **jit_kwargs)
