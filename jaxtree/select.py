@@ -428,9 +428,7 @@ def routed_scores(tree: Tree, votes, path: Array, on_path: Array, num_classes: i
     if isinstance(votes, tuple):
         weight, label = votes
         votes = weight[:, None] * jax.nn.one_hot(label, num_classes, dtype=weight.dtype)
-    at_node = root_path_sum(tree.layout, votes)
-    leaf = jnp.take_along_axis(path, on_path.sum(axis=1, keepdims=True) - 1, axis=1)[:, 0]
-    return at_node[leaf]
+    return root_path_sum(tree.layout, votes)[path[:, -1]]   # a path ends repeating its leaf
 
 
 @functools.partial(jax.jit, static_argnames=("votes_fn", "batch_size", "scoring"))
