@@ -270,6 +270,28 @@ def test_vote_refuses_arrays_of_another_tree():
     assert jaxtree.vote(tree, stats.label, log_w, X, 2).shape == (40, 2)
 
 
+def test_a_mixture_of_posteriors_is_the_average_of_their_weights():
+    """``w(A)`` is the probability that A is a leaf of the random pruning, so a mixture of two
+    posteriors over prunings has the average of their weights: a posterior again (the weights
+    on every root-to-leaf path sum to 1), whose predictive is the average of the two
+    predictives (``experiments/selection_screens.py`` mixes the λ grid's settings so)."""
+    X, y = data(5, n=80)
+    tree = kd_tree(X, max_depth=5, min_split=4, y=y, layout="complete")
+    stats = node_stats(tree, X, jnp.asarray(y), 3)
+    proba = jaxtree.class_frequencies(tree, stats.counts, 0.5)
+    X_test = np.concatenate([X[:20], np.random.default_rng(5).normal(size=(20, 2)) * 2])
+    first = pacbayes_log_weights(tree, stats, 1.0, 1.0)
+    second = pacbayes_log_weights(tree, stats, 8.0, 0.05)
+    mixed = jnp.log(0.3 * jnp.exp(first) + 0.7 * jnp.exp(second))
+    path, on_path = route(tree, X_test)
+    np.testing.assert_allclose(jnp.sum(jnp.exp(mixed)[path] * on_path, axis=1), 1.0, atol=1e-5)
+    predictive = lambda log_w: np.asarray(jaxtree.posterior_predictive(  # noqa: E731
+        tree, proba, log_w, X_test))
+    assert np.abs(predictive(first) - predictive(second)).max() > 0.05   # two distinct posteriors
+    np.testing.assert_allclose(predictive(mixed),
+                               0.3 * predictive(first) + 0.7 * predictive(second), atol=1e-5)
+
+
 def test_node_predictive_at_the_leaf_is_the_posterior_predictive(precision):
     """The per-node predictive of one top-down pass, read at each point's leaf: the vote of
     every pruning by enumeration (one-hot node labels) and, with smoothed class frequencies on

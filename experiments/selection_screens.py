@@ -1,0 +1,119 @@
+"""Two screens of the λ selection on the wide benchmark's splits, neither a default.
+
+    python -m experiments.selection_screens choice RUN.json [RUN.json ...]
+    python -m experiments.selection_screens mixture [--quick]
+
+``choice``: given the records of several runs of :mod:`experiments.benchmark_suite` that differ
+in one setting (each run's ``--out`` JSON), pick on every (problem, split) the run whose
+PAC-Bayes tree has the least cross-validation error at its selected λ's (``cv_error``; a tie
+goes to the first run given) — the setting tuned by the same CV as the λ's, which is what adding
+it to the grid would do — and report the geometric-mean error ratio of the chosen models to the
+tuned tree, beside each run's own and the oracle's (the least test error on each split, which
+no selection can know).
+
+``mixture``: instead of the one selected setting, the posterior mixture of the grid's settings
+whose mean CV accuracy is within a tolerance of the best (or weighted by ``exp`` of the CV
+score): the posterior predictive is linear in the node weights ``w(A)`` (the posterior
+probability that A is a leaf of the random pruning), so a mixture of the settings' posteriors is
+one weight vector, their average, and costs nothing at prediction. Each variant is reported on
+the same fits as the default (the first row, which reproduces the default's run).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from experiments.benchmark_suite import problem_splits, summary
+
+PAC = "PAC-Bayes"
+
+
+def _pac_by_split(records: list) -> dict:
+    return {(r["problem"], r["split"]): r for r in records if r["model"] == PAC}
+
+
+def _ratio(reference: list, pac_records: list) -> dict:
+    """The PAC-Bayes row of :func:`experiments.benchmark_suite.summary` for ``pac_records``
+    against the other models' records of ``reference``, on the same (problem, split)s."""
+    keys = {(r["problem"], r["split"]) for r in pac_records}
+    others = [r for r in reference if r["model"] != PAC and (r["problem"], r["split"]) in keys]
+    return summary(others + pac_records)["models"][PAC]
+
+
+def choice(paths: list[str]) -> None:
+    runs = {path: json.load(open(path)) for path in paths}
+    reference = runs[paths[0]]
+    pac = {path: _pac_by_split(records) for path, records in runs.items()}
+    keys = sorted(set.intersection(*(set(by) for by in pac.values())))
+    for path in paths:
+        print(f"{path}: {_ratio(reference, [pac[path][k] for k in keys])}")
+    chosen = [min((pac[path][k] for path in paths), key=lambda r: r["cv_error"]) for k in keys]
+    oracle = [min((pac[path][k] for path in paths), key=lambda r: r["error"]) for k in keys]
+    print(f"chosen by the least CV error: {_ratio(reference, chosen)}")
+    print(f"oracle (least test error): {_ratio(reference, oracle)}")
+
+
+def _mixture_errors(model, X_test, y_test) -> dict:
+    """Test error of the default's predictions and of each mixture of its grid's settings."""
+    import jax
+    import jax.numpy as jnp
+
+    from jaxtree.pacbayes import pacbayes_log_weights, posterior_predictive
+    cv = model.cv_results_
+    score = np.asarray(cv["mean_test_score"], np.float64)
+    log_w = np.asarray(jax.vmap(pacbayes_log_weights, in_axes=(None, None, 0, 0))(
+        model.tree_, model.stats_, jnp.asarray(cv["param_lam1"], jnp.float32),
+        jnp.asarray(cv["param_lam2"], jnp.float32)), np.float64)          # [settings, nodes]
+    best, n = score.max(), model.stats_.total[0]
+
+    def error(mixing):
+        weight = (mixing / mixing.sum()) @ np.exp(log_w)                   # [nodes]
+        with np.errstate(divide="ignore"):
+            mixed = jnp.asarray(np.log(weight), jnp.float32)
+        proba = posterior_predictive(model.tree_, model.node_proba_, mixed, X_test)
+        return float(np.mean(model.classes_[np.argmax(np.asarray(proba), 1)] != y_test))
+
+    return {"default": float(np.mean(model.predict(X_test) != y_test)),
+            "tied at the best": error((score >= best - 1e-7).astype(float)),
+            "within 0.5 points": error((score >= best - 0.005).astype(float)),
+            "within 1 point": error((score >= best - 0.01).astype(float)),
+            "within 2 points": error((score >= best - 0.02).astype(float)),
+            "exp(n/2 · score)": error(np.exp((score - best) * float(n) / 2))}
+
+
+def mixture(quick: bool, reference_path: str) -> None:
+    import jaxtree
+    variants: dict = {}
+    for name, split, X, y, train, test in problem_splits(quick, 1 if quick else 3):
+        model = jaxtree.PACBayesTreeClassifier().fit(X[train], y[train])
+        errors = _mixture_errors(model, X[test], y[test])
+        print(name, split, {k: round(v, 4) for k, v in errors.items()}, flush=True)
+        for variant, e in errors.items():
+            variants.setdefault(variant, []).append(
+                {"problem": name, "split": split, "model": PAC, "error": e, "n": len(y),
+                 "classes": int(y.max()) + 1, "seconds": 0.0})
+    reference = json.load(open(reference_path))
+    for variant, records in variants.items():
+        print(f"{variant}: {_ratio(reference, records)}")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="screen", required=True)
+    sub.add_parser("choice").add_argument("runs", nargs="+", help="benchmark_suite JSON records")
+    mix = sub.add_parser("mixture")
+    mix.add_argument("--quick", action="store_true")
+    mix.add_argument("--reference", default="experiments/results/benchmark_suite.json",
+                     help="records of the other models (the tuned tree's errors)")
+    args = parser.parse_args(argv)
+    if args.screen == "choice":
+        choice(args.runs)
+    else:
+        mixture(args.quick, args.reference)
+
+
+if __name__ == "__main__":
+    main()
