@@ -14,7 +14,8 @@ has a single point).
 Models, each with its defaults on the training part:
 
 * ``PACBayesTreeClassifier()`` (CART T0, λ's by 2-fold CV; ``--pac`` adds constructor
-  arguments, to measure a change of default; ``--rule`` swaps the selection's tie rule;
+  arguments, to measure a change of default; ``--rule`` swaps the selection's tie rule,
+  ``--leaf-cost C`` the prior's cost of a leaf;
   ``--cv-repeats R`` selects the λ's by R repeats of a stratified CV);
 * scikit-learn's ``DecisionTreeClassifier(random_state=0)`` tuned by ``GridSearchCV`` (5
   folds) over ``ccp_alpha`` on the tree's own cost-complexity path (at most 30 values, evenly
@@ -239,6 +240,15 @@ def report(records: list, command: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _set_leaf_cost(cost: float) -> None:
+    """Every PAC-Bayes weight of this process with the leaf cost ``cost`` instead of 1."""
+    from jaxtree import pacbayes
+    weights_from_counts = pacbayes._weights_from_counts
+    pacbayes._weights_from_counts = (
+        lambda tree, stats, error_weight, root_weight, nonempty_weight: weights_from_counts(
+            tree, stats, error_weight, root_weight, cost * nonempty_weight))
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
@@ -249,6 +259,10 @@ def main(argv=None):
                         help="simplest: the selection's former tie-break (first of least loss, "
                              "no refit check), for the measurements of docs/theory/selection.md")
     parser.add_argument("--models", nargs="*", help="only these models (the tuned tree always)")
+    parser.add_argument("--leaf-cost", type=float, default=None,
+                        help="the PAC-Bayes prior's cost of a non-empty leaf (the 1 of "
+                             "-1[N_A > 0]) in the CV and the final weights, for the screens of "
+                             "benchmark_suite.md")
     parser.add_argument("--cv-repeats", type=int, default=None,
                         help="the PAC-Bayes tree's λ's by R repeats of its stratified CV "
                              "(cv=RepeatedStratifiedKFold(n_splits=cv, n_repeats=R))")
@@ -259,6 +273,8 @@ def main(argv=None):
         from jaxtree import select
         select.interior_best = lambda total, shape: select.jnp.argmin(total)
         select.MAX_REFIT_UNRESOLVED = 1.0
+    if args.leaf_cost is not None:
+        _set_leaf_cost(args.leaf_cost)
     if args.models:
         MODEL_FILTER.update(args.models + ["tuned tree"])
     pac_options = json.loads(args.pac)
