@@ -170,6 +170,7 @@ def test_more_fits_over_holders_equal_one_process(params, bins):
         assert_same_fit(model, reference, X_test)
 
 
+@pytest.mark.slow   # ~20 s; test_two_processes_fit_like_one stays in the default suite
 def test_the_distributed_cart_t0_is_the_jax_builders():
     """The fit's CART T0 is jaxtree.grow_tree's on all the rows (bin edges from exact order
     statistics over the holders: those of the rows' own quantiles), tuned or not; holders

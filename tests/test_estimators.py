@@ -179,7 +179,7 @@ def weighted_estimators():
     return [PACBayesTreeClassifier(partition="kd"),
             pytest.param(PACBayesTreeClassifier(partition="dyadic"), marks=slow),
             pytest.param(PACBayesTreeClassifier(partition="cart"), marks=slow),
-            PACBayesTreeClassifier(certify=True),
+            pytest.param(PACBayesTreeClassifier(certify=True), marks=slow),
             PrunedTreeClassifier(), PrunedTreeClassifier(method="rep"), HSVoteClassifier(),
             ObliqueTreeClassifier(max_depth=2, n_restarts=1, n_jumps=1, n_cycles=1)]
 

@@ -189,6 +189,7 @@ def test_a_randomized_tree_breaks_ties_between_features_by_its_key():
     assert len(roots) == 1
 
 
+@pytest.mark.slow   # ~23 s; test_max_features_draws_features_per_node_reproducibly stays fast
 def test_random_splitter_cuts_inside_each_node_and_splits_what_best_splits():
     """splitter='random': every cut is a bin edge strictly inside the node's values (both
     children hold training rows); over all features it leaves impure only what the best
@@ -298,7 +299,8 @@ def test_grows_under_x64():
         assert_same_tree(tree, numpy_tree(X, y, config), X)
 
 
-@pytest.mark.parametrize("options", [{}, {"missing": True}, {"max_features": 2}])
+@pytest.mark.parametrize("options", [{}, pytest.param({"missing": True}, marks=pytest.mark.slow),
+                                     pytest.param({"max_features": 2}, marks=pytest.mark.slow)])
 def test_histograms_of_fewer_bins_grow_the_same_tree_on_few_distinct_values(options):
     """max_distinct (a bound on the columns' distinct values): the histograms hold only that
     many bins, and the tree is the one of all 64 (integer columns of 3-12 values, one of them

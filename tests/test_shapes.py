@@ -311,8 +311,10 @@ def test_bucketed_estimator_fits_are_identical(partition):
     np.testing.assert_array_equal(padded.predict(X_test), exact.predict(X_test))
 
 
+# ~19 s each: all slow; the PAC-Bayes tree's test_bucketed_estimator_fits_are_identical is fast
 @pytest.mark.parametrize("make", [
-    lambda: jaxtree.PrunedTreeClassifier(method="min_size", selection="cv", partition="cart"),
+    pytest.param(lambda: jaxtree.PrunedTreeClassifier(method="min_size", selection="cv",
+                                                      partition="cart"), marks=pytest.mark.slow),
     pytest.param(lambda: jaxtree.PrunedTreeClassifier(method="km", partition="cart"),
                  marks=pytest.mark.slow),
     pytest.param(lambda: jaxtree.PrunedTreeClassifier(method="rep", partition="cart"),
