@@ -553,9 +553,9 @@ def fit_with_config(X, y, weight, key, config: FitConfig, *, lam1=None, lam2=Non
 # and its compilation the first's run. Two XLA:CPU compilations at once take as long as one
 # after the other, so that is all the overlap. Spam, 3,000 rows, CART: the grow program compiles
 # in 2.2 s, the rest in 1.8 s (the fit as one program: 4.0 s); a first fit 6.7 -> 6.1 s
-# (experiments/results/bench_fit.md). The grow program has LLVM's optimization level 1 since
-# (shapes.QUICK_CPU_COMPILER_OPTIONS: 1.75 s). Under a caller's trace both join the caller's
-# program.
+# (experiments/results/bench_fit.md). The grow program now compiles at LLVM's optimization
+# level 1 (shapes.QUICK_CPU_COMPILER_OPTIONS: 1.75 s instead of 2.1 s). Under a caller's trace
+# both join the caller's program.
 _COMPILED_AHEAD: set = set()
 
 
