@@ -2,6 +2,7 @@
 
     python -m experiments.selection_screens choice RUN.json [RUN.json ...]
     python -m experiments.selection_screens mixture [--quick]
+    python -m experiments.selection_screens min_split_mixture [--quick]
 
 ``choice``: given the records of several runs of :mod:`experiments.benchmark_suite` that differ
 in one setting (each run's ``--out`` JSON), pick on every (problem, split) the run whose
@@ -17,6 +18,12 @@ score): the posterior predictive is linear in the node weights ``w(A)`` (the pos
 probability that A is a leaf of the random pruning), so a mixture of the settings' posteriors is
 one weight vector, their average, and costs nothing at prediction. Each variant is reported on
 the same fits as the default (the first row, which reproduces the default's run).
+
+``min_split_mixture``: the default fitted with ``min_split`` 2, 3, 5 and 10 (each its own CV of
+the λ's), and the equal-weight averages of their predictives over several subsets of those
+values. A T0 grown with a larger ``min_split`` is a pruning of one grown with a smaller (up to
+exact ties between features), so each posterior is one over the prunings of the ``min_split`` 2
+tree, and so is their mixture: an average over the prior's size setting instead of a choice.
 """
 
 from __future__ import annotations
@@ -100,6 +107,33 @@ def mixture(quick: bool, reference_path: str) -> None:
         print(f"{variant}: {_ratio(reference, records)}")
 
 
+MIN_SPLITS = (2, 3, 5, 10)
+MIN_SPLIT_MIXTURES = ((2, 5), (3, 5), (5, 10), (2, 5, 10), (3, 5, 10), (2, 3, 5, 10))
+
+
+def min_split_mixture(quick: bool, reference_path: str, splits: range) -> None:
+    import jaxtree
+    variants: dict = {}
+    for name, split, X, y, train, test in problem_splits(quick, splits.stop):
+        if split not in splits:
+            continue
+        proba = {m: jaxtree.PACBayesTreeClassifier(min_split=m).fit(X[train], y[train])
+                 .predict_proba(X[test]) for m in MIN_SPLITS}
+        classes = np.unique(y[train])
+        errors = {f"min_split {m}": proba[m] for m in MIN_SPLITS}
+        errors.update({"mixture of " + "+".join(map(str, ms)): np.mean([proba[m] for m in ms], 0)
+                       for ms in MIN_SPLIT_MIXTURES})
+        errors = {k: float(np.mean(classes[np.argmax(p, 1)] != y[test])) for k, p in errors.items()}
+        print(name, split, {k: round(v, 4) for k, v in errors.items()}, flush=True)
+        for variant, e in errors.items():
+            variants.setdefault(variant, []).append(
+                {"problem": name, "split": split, "model": PAC, "error": e, "n": len(y),
+                 "classes": int(y.max()) + 1, "seconds": 0.0})
+    reference = json.load(open(reference_path))
+    for variant, records in variants.items():
+        print(f"{variant}: {_ratio(reference, records)}")
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="screen", required=True)
@@ -108,11 +142,20 @@ def main(argv=None):
     mix.add_argument("--quick", action="store_true")
     mix.add_argument("--reference", default="experiments/results/benchmark_suite.json",
                      help="records of the other models (the tuned tree's errors)")
+    sizes = sub.add_parser("min_split_mixture")
+    sizes.add_argument("--quick", action="store_true")
+    sizes.add_argument("--splits", type=int, nargs=2, default=None, metavar=("FIRST", "STOP"),
+                       help="the splits FIRST..STOP-1 of each problem (default 0 1 2; --quick 0)")
+    sizes.add_argument("--reference", default="experiments/results/benchmark_suite.json",
+                       help="records of the other models (the tuned tree's errors)")
     args = parser.parse_args(argv)
     if args.screen == "choice":
         choice(args.runs)
-    else:
+    elif args.screen == "mixture":
         mixture(args.quick, args.reference)
+    else:
+        first, stop = args.splits or (0, 1 if args.quick else 3)
+        min_split_mixture(args.quick, args.reference, range(first, stop))
 
 
 if __name__ == "__main__":
