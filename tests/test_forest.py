@@ -173,6 +173,7 @@ def test_mixed_forest_is_half_best_half_random_trees():
     np.testing.assert_array_equal(mixed.predict_trees(X_test), best.predict_trees(X_test))
 
 
+@pytest.mark.slow
 def test_a_width_that_random_cuts_needed_does_not_widen_later_best_cut_forests(monkeypatch):
     """The layout width that an earlier fit needed is remembered per splitter: random-cut trees
     grow wider levels (letter: 1,024 slots, best cuts 256), and a best-cut forest fitted after
