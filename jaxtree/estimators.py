@@ -734,6 +734,7 @@ class PACBayesTreeClassifier(TreeClassifierBase):
 
         model, config = fitting.widen_until_uncapped(run, config, X.shape)
         _warn_capped(model.capped, config.grow.width)
+        model = fitting.skip_collapsed_refit(model, config, self.delta)
         self.fitted_tree_ = model
         self.tree_, self.stats_ = model.tree, model.stats
         self.node_log_weights_, self.node_proba_ = model.log_weights, model.node_proba

@@ -411,7 +411,9 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
         holds NaN — under a caller's ``jit`` pass True when it may.
 
     Returns:
-      :class:`FittedTree`.
+      :class:`FittedTree`: the CV search's own choice of the λ's. The estimators then skip a
+      selected setting whose refit predicts one class (:func:`skip_collapsed_refit`, a host
+      step; call it on an eager result with this fit's :func:`fit_config` for their model).
 
     Raises:
       ValueError: a bad argument (named), before any tracing.
@@ -633,6 +635,52 @@ def _finish_program(grown, X, y, weight, key, depth_limit, splits, lam, delta, s
                       node_proba=class_frequencies(tree, stats.counts, smoothing),
                       lam1=lam["lam1"], lam2=lam["lam2"], capped=info.capped,
                       cv_error=cv_error, search=search, proba=config.proba)
+
+
+def skip_collapsed_refit(model: FittedTree, config: FitConfig, delta=0.05) -> FittedTree:
+    """``model`` (an eager result of :func:`fit_with_config` with ``config``), or the same fit at
+    another setting of its CV grid if the selected one's refit is collapsed
+    (docs/theory/selection.md, "A refit that predicts one class is skipped"); the estimators'
+    step after the pure fit, on the host.
+
+    When the λ's were tuned by the CV's accuracy and predictions are the posterior predictive,
+    and the refit at the selected setting gives one class to every training point
+    (:func:`jaxtree.select.refit_collapsed`) although that setting's CV error was below the
+    majority class's share of the training points, the folds chose a model the refit is not:
+    the setting of least CV error among both stages' settings whose refit is not collapsed is
+    taken instead (:func:`jaxtree.select.interior_best` within a stage, stage 1 on a tie), with
+    its weights, λ's and CV error (``search.best_params`` and ``best_error`` too). Unchanged
+    when no setting qualifies. The grid's weights are computed only in that case."""
+    search = model.search
+    if (search is None or config.proba != "predictive" or config.scoring != "accuracy"
+            or model.lam1.ndim or not select.refit_collapsed(model.tree, model.stats,
+                                                             model.node_proba, model.log_weights)):
+        return model
+    root = np.asarray(model.stats.counts[0], np.float64)
+    if not float(model.cv_error) < 1 - root.max() / root.sum() - 1e-6:
+        return model
+    directions = tuple(d for d in select.PACBAYES_DIRECTIONS if d[0] in config.tuned)
+    names = [name for name, _ in directions]
+    lam = {"lam1": model.lam1, "lam2": model.lam2}
+    log_weights_of = jax.jit(jax.vmap(lambda params: _log_weights(
+        model.tree, model.stats, {**lam, **params}, delta, config.potentials)))
+    best = (np.inf, None)
+    for grid, errors in zip(search.grids, search.errors):
+        log_weights = np.asarray(log_weights_of({name: grid[name] for name in names}))
+        total = np.where([select.refit_collapsed(model.tree, model.stats, model.node_proba, w)
+                          for w in log_weights], np.inf, np.asarray(errors).sum(axis=1))
+        index = int(select.interior_best(jnp.asarray(total), select._grid_shape(grid, directions)))
+        if total[index] <= best[0]:
+            best = (total[index], {name: grid[name][index] for name in names})
+    if not np.isfinite(best[0]):
+        return model
+    params = best[1]
+    cv_error = jnp.asarray(best[0] / float(np.sum(search.num_valid)), model.cv_error.dtype)
+    lam = {**lam, **params}
+    return dataclasses.replace(
+        model, log_weights=_log_weights(model.tree, model.stats, lam, delta, config.potentials),
+        lam1=lam["lam1"], lam2=lam["lam2"], cv_error=cv_error,
+        search=dataclasses.replace(search, best_params=params, best_error=cv_error))
 
 
 def _log_weights(tree: Tree, stats: NodeStats, lam: dict, delta, potentials: str) -> Array:

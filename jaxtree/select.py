@@ -43,7 +43,10 @@ first, i.e. the simplest first parameter, then the simplest second one. For the 
 (:data:`PACBAYES_DIRECTIONS`): smaller λ1 (training errors weigh less, shallower prunings win) and
 larger λ2 (the concentration term Σ sqrt(N_A) penalises splitting) are simpler. :func:`tune`
 then refits on all the points and skips a tied setting whose refit leaves most training points
-unresolved (:func:`refit_unresolved`). docs/theory/selection.md has the measurements.
+unresolved (:func:`refit_unresolved`); the PAC-Bayes tree's estimator skips a selected setting
+whose refit predicts one class for every training point although its CV error beat the
+majority class (:func:`jaxtree.fitting.skip_collapsed_refit`). docs/theory/selection.md has the
+measurements.
 """
 
 from __future__ import annotations
@@ -731,6 +734,24 @@ def _search_result(grid0, errors0, grid1, errors1, weight, directions) -> GridSe
                             errors=(errors0, errors1), num_valid=num_valid,
                             best_params={name: grid1[name][best1] for name in names},
                             best_error=total1[best1] / num_valid.sum())
+
+
+def refit_collapsed(tree: Tree, stats: NodeStats, node_proba, log_weights) -> bool:
+    """Whether the posterior predictive of ``log_weights`` ``[nodes]`` (node frequencies
+    ``node_proba`` ``[nodes, L]``) gives one class at every leaf of T0 that holds training
+    points, i.e. to every training point, while those points (``stats``) have two classes or
+    more. NumPy on the host, level by level down T0 (nothing to compile): the check of
+    :func:`jaxtree.fitting.skip_collapsed_refit`."""
+    internal, left = np.asarray(tree.internal), np.asarray(tree.left_child)
+    depth, total = np.asarray(tree.node_depth), np.asarray(stats.total)
+    predictive = np.exp(np.asarray(log_weights, np.float64))[:, None] * np.asarray(node_proba)
+    for level in range(int(depth[internal].max(initial=-1)) + 1):   # add each parent's sum
+        parents = np.flatnonzero(internal & (depth == level))
+        for children in (left[parents], left[parents] + 1):
+            predictive[children] += predictive[parents]
+    occupied = ~internal & (total > 0)
+    one_class = np.unique(predictive[occupied].argmax(axis=1)).size == 1
+    return bool(one_class and np.count_nonzero(np.asarray(stats.counts)[0]) > 1)
 
 
 def _grid_shape(grid: dict, directions) -> tuple:

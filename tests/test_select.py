@@ -220,6 +220,55 @@ def test_a_collapsed_refit_is_skipped():
     assert select.refit_unresolved(tree, X, y, 2, select.pacbayes_votes, params) == 0
 
 
+def test_refit_collapsed_means_one_class_at_every_occupied_leaf():
+    """90 points of class 0 and 10 of class 1 apart: a posterior all on the root predicts
+    class 0 for all (collapsed), one trusting the leaves does not; one class alone is never
+    collapsed."""
+    X = np.r_[np.linspace(-2, 0, 90), np.linspace(1, 2, 10)][:, None].astype(np.float32)
+    y = np.r_[np.zeros(90, int), np.ones(10, int)]
+    tree = jaxtree.kd_tree(X, max_depth=3)
+    stats = jaxtree.node_stats(tree, X, y, 2)
+    proba = jaxtree.class_frequencies(tree, stats.counts, 0.5)
+
+    def collapsed(lam1, lam2, stats=stats):
+        log_w = jaxtree.pacbayes_log_weights(tree, stats, lam1, lam2)
+        return bool(select.refit_collapsed(tree, stats, proba, log_w))
+
+    assert collapsed(2.0 ** -9, 128.0) and not collapsed(8.0, 0.01)
+    one_class = jaxtree.node_stats(tree, X, np.zeros(100, int), 2)
+    assert not collapsed(8.0, 0.01, one_class)
+
+
+def test_a_refit_that_predicts_one_class_is_skipped():
+    """5 imbalanced classes (the wide benchmark's 1,500-row problem, split 1), KD T0 by the
+    widest spread: the CV's best settings (error 0.087, below the majority's 0.107) refit
+    to a vote of the majority class for every training point. The fit takes, among both
+    stages' settings whose refit is not collapsed, the least CV error, as a plain loop over
+    the settings finds it."""
+    from sklearn.datasets import make_classification
+    from sklearn.model_selection import train_test_split
+    X, y = make_classification(n_samples=1500, random_state=1, n_features=10, n_informative=4,
+                               n_redundant=2, n_classes=5, weights=[0.9, 0.05, 0.035, 0.01,
+                                                                    0.005], flip_y=0.01)
+    train, _ = train_test_split(np.arange(1500), test_size=0.3, random_state=1, stratify=y)
+    X, y = X[train].astype(np.float32), y[train]
+    model = jaxtree.PACBayesTreeClassifier(partition="kd", split="spread").fit(X, y)
+    assert len(np.unique(model.predict(X))) > 1
+    fitted, cv = model.fitted_tree_, model.cv_results_
+    settings = [{"lam1": jnp.float32(a), "lam2": jnp.float32(b)}
+                for a, b in zip(cv["param_lam1"], cv["param_lam2"])]
+    collapsed = np.array([bool(select.refit_collapsed(
+        fitted.tree, fitted.stats, fitted.node_proba,
+        jaxtree.pacbayes_log_weights(fitted.tree, fitted.stats, p["lam1"], p["lam2"])))
+        for p in settings])
+    score = np.asarray(cv["mean_test_score"])
+    assert collapsed[np.argmax(score)] and score.max() > 1 - np.bincount(y).max() / len(y)
+    assert np.isclose(float(fitted.cv_error), 1 - score[~collapsed].max(), atol=1e-6)
+    chosen = np.flatnonzero(np.isclose(cv["param_lam1"], model.best_params_["lam1"])
+                            & np.isclose(cv["param_lam2"], model.best_params_["lam2"]))
+    assert chosen.size and not collapsed[chosen].any()
+
+
 @pytest.mark.slow   # 30 s; stack_problems and batch_fit_scores run in experiments.tuning too
 def test_batched_problems_equal_one_by_one():
     problems = [_problem(0), _problem(1, 120, 2, DEPTH - 1), _problem(2)]
