@@ -1,8 +1,8 @@
 """Two screens of the λ selection on the wide benchmark's splits, neither a default.
 
     python -m experiments.selection_screens choice RUN.json [RUN.json ...]
-    python -m experiments.selection_screens mixture [--quick]
-    python -m experiments.selection_screens min_split_mixture [--quick]
+    python -m experiments.selection_screens mixture [--quick] [--splits FIRST STOP]
+    python -m experiments.selection_screens min_split_mixture [--quick] [--splits FIRST STOP]
 
 ``choice``: given the records of several runs of :mod:`experiments.benchmark_suite` that differ
 in one setting (each run's ``--out`` JSON), pick on every (problem, split) the run whose
@@ -91,39 +91,38 @@ def _mixture_errors(model, X_test, y_test) -> dict:
             "exp(n/2 · score)": error(np.exp((score - best) * float(n) / 2))}
 
 
-def mixture(quick: bool, reference_path: str) -> None:
+def _mixtures_of_settings(X_train, y_train, X_test, y_test) -> dict:
     import jaxtree
-    variants: dict = {}
-    for name, split, X, y, train, test in problem_splits(quick, 1 if quick else 3):
-        model = jaxtree.PACBayesTreeClassifier().fit(X[train], y[train])
-        errors = _mixture_errors(model, X[test], y[test])
-        print(name, split, {k: round(v, 4) for k, v in errors.items()}, flush=True)
-        for variant, e in errors.items():
-            variants.setdefault(variant, []).append(
-                {"problem": name, "split": split, "model": PAC, "error": e, "n": len(y),
-                 "classes": int(y.max()) + 1, "seconds": 0.0})
-    reference = json.load(open(reference_path))
-    for variant, records in variants.items():
-        print(f"{variant}: {_ratio(reference, records)}")
+    model = jaxtree.PACBayesTreeClassifier().fit(X_train, y_train)
+    return _mixture_errors(model, X_test, y_test)
 
 
 MIN_SPLITS = (2, 3, 5, 10)
 MIN_SPLIT_MIXTURES = ((2, 5), (3, 5), (5, 10), (2, 5, 10), (3, 5, 10), (2, 3, 5, 10))
 
 
-def min_split_mixture(quick: bool, reference_path: str, splits: range) -> None:
+def _mixtures_over_min_split(X_train, y_train, X_test, y_test) -> dict:
+    """Test error of the default at each of :data:`MIN_SPLITS` and of the equal-weight
+    averages of their predictives over :data:`MIN_SPLIT_MIXTURES`."""
     import jaxtree
+    proba = {m: jaxtree.PACBayesTreeClassifier(min_split=m).fit(X_train, y_train)
+             .predict_proba(X_test) for m in MIN_SPLITS}
+    classes = np.unique(y_train)
+    predictives = {f"min_split {m}": proba[m] for m in MIN_SPLITS}
+    predictives.update({"mixture of " + "+".join(map(str, ms)):
+                        np.mean([proba[m] for m in ms], axis=0) for ms in MIN_SPLIT_MIXTURES})
+    return {k: float(np.mean(classes[np.argmax(p, 1)] != y_test)) for k, p in predictives.items()}
+
+
+def screen(errors_of, quick: bool, reference_path: str, splits: range) -> None:
+    """Print ``errors_of(X_train, y_train, X_test, y_test)`` (``{variant: test error}``) on the
+    wide benchmark's ``splits`` of every problem, then each variant's ratio to the tuned tree
+    (whose records come from ``reference_path``)."""
     variants: dict = {}
     for name, split, X, y, train, test in problem_splits(quick, splits.stop):
         if split not in splits:
             continue
-        proba = {m: jaxtree.PACBayesTreeClassifier(min_split=m).fit(X[train], y[train])
-                 .predict_proba(X[test]) for m in MIN_SPLITS}
-        classes = np.unique(y[train])
-        errors = {f"min_split {m}": proba[m] for m in MIN_SPLITS}
-        errors.update({"mixture of " + "+".join(map(str, ms)): np.mean([proba[m] for m in ms], 0)
-                       for ms in MIN_SPLIT_MIXTURES})
-        errors = {k: float(np.mean(classes[np.argmax(p, 1)] != y[test])) for k, p in errors.items()}
+        errors = errors_of(X[train], y[train], X[test], y[test])
         print(name, split, {k: round(v, 4) for k, v in errors.items()}, flush=True)
         for variant, e in errors.items():
             variants.setdefault(variant, []).append(
@@ -138,24 +137,23 @@ def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="screen", required=True)
     sub.add_parser("choice").add_argument("runs", nargs="+", help="benchmark_suite JSON records")
-    mix = sub.add_parser("mixture")
-    mix.add_argument("--quick", action="store_true")
-    mix.add_argument("--reference", default="experiments/results/benchmark_suite.json",
-                     help="records of the other models (the tuned tree's errors)")
-    sizes = sub.add_parser("min_split_mixture")
-    sizes.add_argument("--quick", action="store_true")
-    sizes.add_argument("--splits", type=int, nargs=2, default=None, metavar=("FIRST", "STOP"),
-                       help="the splits FIRST..STOP-1 of each problem (default 0 1 2; --quick 0)")
-    sizes.add_argument("--reference", default="experiments/results/benchmark_suite.json",
-                       help="records of the other models (the tuned tree's errors)")
+    for name in ("mixture", "min_split_mixture"):
+        variant = sub.add_parser(name)
+        variant.add_argument("--quick", action="store_true")
+        variant.add_argument("--splits", type=int, nargs=2, default=None,
+                             metavar=("FIRST", "STOP"),
+                             help="the splits FIRST..STOP-1 of each problem (default 0 1 2; "
+                                  "--quick 0)")
+        variant.add_argument("--reference", default="experiments/results/benchmark_suite.json",
+                             help="records of the other models (the tuned tree's errors)")
     args = parser.parse_args(argv)
     if args.screen == "choice":
         choice(args.runs)
-    elif args.screen == "mixture":
-        mixture(args.quick, args.reference)
-    else:
-        first, stop = args.splits or (0, 1 if args.quick else 3)
-        min_split_mixture(args.quick, args.reference, range(first, stop))
+        return
+    first, stop = args.splits or (0, 1 if args.quick else 3)
+    errors_of = (_mixtures_of_settings if args.screen == "mixture" else
+                 _mixtures_over_min_split)
+    screen(errors_of, args.quick, args.reference, range(first, stop))
 
 
 if __name__ == "__main__":
