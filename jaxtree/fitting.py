@@ -646,11 +646,13 @@ def skip_collapsed_refit(model: FittedTree, config: FitConfig, delta=0.05) -> Fi
     When the λ's were tuned by the CV's accuracy and predictions are the posterior predictive,
     and the refit at the selected setting gives one class to every training point
     (:func:`jaxtree.select.refit_collapsed`) although that setting's CV error was below the
-    majority class's share of the training points, the folds chose a model the refit is not:
+    error of voting the majority class (one minus its share of the training points), the folds
+    chose a model the refit is not:
     the setting of least CV error among both stages' settings whose refit is not collapsed is
     taken instead (:func:`jaxtree.select.interior_best` within a stage, stage 1 on a tie), with
     its weights, λ's and CV error (``search.best_params`` and ``best_error`` too). Unchanged
-    when no setting qualifies. The grid's weights are computed only in that case."""
+    when no setting qualifies, and for a batch of fits (a ``vmap``'s stacked result). The grid's
+    weights are computed only in that case."""
     search = model.search
     if (search is None or config.proba != "predictive" or config.scoring != "accuracy"
             or model.lam1.ndim or not select.refit_collapsed(model.tree, model.stats,
