@@ -411,9 +411,9 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
         holds NaN — under a caller's ``jit`` pass True when it may.
 
     Returns:
-      :class:`FittedTree`: the CV search's own choice of the λ's. The estimators then skip a
-      selected setting whose refit predicts one class (:func:`skip_collapsed_refit`, a host
-      step; call it on an eager result with this fit's :func:`fit_config` for their model).
+      :class:`FittedTree`. Called eagerly, a selected setting whose refit predicts one class
+      is skipped as in the estimators (:func:`skip_collapsed_refit`, a host step); under a
+      caller's ``jit`` or ``vmap`` the CV search's own choice is returned.
 
     Raises:
       ValueError: a bad argument (named), before any tracing.
@@ -454,9 +454,9 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
                                 smoothing=smoothing)
         return model, model.capped
 
-    if width is not None:
-        return run(config)[0]
-    return widen_until_uncapped(run, config, (n, dims))[0]
+    model, config = (run(config)[0], config) if width is not None else widen_until_uncapped(
+        run, config, (n, dims))
+    return skip_collapsed_refit(model, config, delta)
 
 
 def max_distinct(X, partition: str, bins: Optional[int] = None) -> Optional[int]:
@@ -640,8 +640,8 @@ def _finish_program(grown, X, y, weight, key, depth_limit, splits, lam, delta, s
 def skip_collapsed_refit(model: FittedTree, config: FitConfig, delta=0.05) -> FittedTree:
     """``model`` (an eager result of :func:`fit_with_config` with ``config``), or the same fit at
     another setting of its CV grid if the selected one's refit is collapsed
-    (docs/theory/selection.md, "A refit that predicts one class is skipped"); the estimators'
-    step after the pure fit, on the host.
+    (docs/theory/selection.md, "A refit that predicts one class is skipped"); the step after
+    the compiled fit in :func:`fit` and the estimators, on the host.
 
     When the λ's were tuned by the CV's accuracy and predictions are the posterior predictive,
     and the refit at the selected setting gives one class to every training point
@@ -651,11 +651,11 @@ def skip_collapsed_refit(model: FittedTree, config: FitConfig, delta=0.05) -> Fi
     the setting of least CV error among both stages' settings whose refit is not collapsed is
     taken instead (:func:`jaxtree.select.interior_best` within a stage, stage 1 on a tie), with
     its weights, λ's and CV error (``search.best_params`` and ``best_error`` too). Unchanged
-    when no setting qualifies, and for a batch of fits (a ``vmap``'s stacked result). The grid's
-    weights are computed only in that case."""
+    when no setting qualifies, for a batch of fits (a ``vmap``'s stacked result) and under a
+    trace. The grid's weights are computed only in that case."""
     search = model.search
     if (search is None or config.proba != "predictive" or config.scoring != "accuracy"
-            or model.lam1.ndim or not select.refit_collapsed(model.tree, model.stats,
+            or isinstance(model.lam1, jax.core.Tracer) or model.lam1.ndim or not select.refit_collapsed(model.tree, model.stats,
                                                              model.node_proba, model.log_weights)):
         return model
     root = np.asarray(model.stats.counts[0], np.float64)

@@ -43,7 +43,7 @@ first, i.e. the simplest first parameter, then the simplest second one. For the 
 (:data:`PACBAYES_DIRECTIONS`): smaller λ1 (training errors weigh less, shallower prunings win) and
 larger λ2 (the concentration term Σ sqrt(N_A) penalises splitting) are simpler. :func:`tune`
 then refits on all the points and skips a tied setting whose refit leaves most training points
-unresolved (:func:`refit_unresolved`); the PAC-Bayes tree's estimator skips a selected setting
+unresolved (:func:`refit_unresolved`); the PAC-Bayes tree's fit skips a selected setting
 whose refit predicts one class for every training point although its CV error beat the
 majority class (:func:`jaxtree.fitting.skip_collapsed_refit`). docs/theory/selection.md has the
 measurements.

@@ -267,6 +267,8 @@ def test_a_refit_that_predicts_one_class_is_skipped():
     chosen = np.flatnonzero(np.isclose(cv["param_lam1"], model.best_params_["lam1"])
                             & np.isclose(cv["param_lam2"], model.best_params_["lam2"]))
     assert chosen.size and not collapsed[chosen].any()
+    pure = jaxtree.fit(X, y, num_classes=5, partition="kd", split="spread")   # eager: the same
+    assert not select.refit_collapsed(pure.tree, pure.stats, pure.node_proba, pure.log_weights)
 
 
 @pytest.mark.slow   # 30 s; stack_problems and batch_fit_scores run in experiments.tuning too
