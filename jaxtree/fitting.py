@@ -647,16 +647,17 @@ def skip_collapsed_refit(model: FittedTree, config: FitConfig, delta=0.05) -> Fi
     and the refit at the selected setting gives one class to every training point
     (:func:`jaxtree.select.refit_collapsed`) although that setting's CV error was below the
     error of voting the majority class (one minus its share of the training points), the folds
-    chose a model the refit is not:
-    the setting of least CV error among both stages' settings whose refit is not collapsed is
+    chose a model the refit is not: the setting of least CV error among both stages' settings whose refit is not collapsed is
     taken instead (:func:`jaxtree.select.interior_best` within a stage, stage 1 on a tie), with
     its weights, λ's and CV error (``search.best_params`` and ``best_error`` too). Unchanged
     when no setting qualifies, for a batch of fits (a ``vmap``'s stacked result) and under a
     trace. The grid's weights are computed only in that case."""
     search = model.search
-    if (search is None or config.proba != "predictive" or config.scoring != "accuracy"
-            or isinstance(model.lam1, jax.core.Tracer) or model.lam1.ndim or not select.refit_collapsed(model.tree, model.stats,
-                                                             model.node_proba, model.log_weights)):
+    checked = (search is not None and config.proba == "predictive"
+               and config.scoring == "accuracy" and not isinstance(model.lam1, jax.core.Tracer)
+               and model.lam1.ndim == 0)
+    if not checked or not select.refit_collapsed(model.tree, model.stats, model.node_proba,
+                                                 model.log_weights):
         return model
     root = np.asarray(model.stats.counts[0], np.float64)
     if not float(model.cv_error) < 1 - root.max() / root.sum() - 1e-6:

@@ -740,8 +740,10 @@ def refit_collapsed(tree: Tree, stats: NodeStats, node_proba, log_weights) -> bo
     """Whether the posterior predictive of ``log_weights`` ``[nodes]`` (node frequencies
     ``node_proba`` ``[nodes, L]``) gives one class at every leaf of T0 that holds training
     points, i.e. to every training point, while those points (``stats``) have two classes or
-    more. NumPy on the host, level by level down T0 (nothing to compile): the check of
-    :func:`jaxtree.fitting.skip_collapsed_refit`."""
+    more. The check of :func:`jaxtree.fitting.skip_collapsed_refit`, run after every fit: the
+    root-path sums of :func:`jaxtree.pacbayes.node_predictive` taken in NumPy on the host, level by
+    level down T0, because that function jitted compiles in 0.18 s at each new tree shape (a
+    process's first fit on 3,000 rows of spam) where this takes 0.9 ms."""
     internal, left = np.asarray(tree.internal), np.asarray(tree.left_child)
     depth, total = np.asarray(tree.node_depth), np.asarray(stats.total)
     predictive = np.exp(np.asarray(log_weights, np.float64))[:, None] * np.asarray(node_proba)

@@ -9,6 +9,7 @@ from sklearn.base import clone
 
 import jaxtree
 from jaxtree import estimators, fitting, hsvote, prune, select
+from jaxtree.pacbayes import node_predictive
 
 L = 3
 DEPTH = 4
@@ -235,6 +236,13 @@ def test_refit_collapsed_means_one_class_at_every_occupied_leaf():
         return bool(select.refit_collapsed(tree, stats, proba, log_w))
 
     assert collapsed(2.0 ** -9, 128.0) and not collapsed(8.0, 0.01)
+    occupied = ~np.asarray(tree.internal) & (np.asarray(stats.total) > 0)
+    for lam1, lam2 in [(2.0 ** -9, 128.0), (8.0, 0.01), (0.5, 2.0), (2.0, 0.5)]:
+        # the host-side check agrees with the engine's per-node predictive
+        engine = node_predictive(tree, proba,
+                                 jaxtree.pacbayes_log_weights(tree, stats, lam1, lam2))
+        labels = np.unique(np.asarray(engine).argmax(axis=1)[occupied])
+        assert collapsed(lam1, lam2) == (labels.size == 1)
     one_class = jaxtree.node_stats(tree, X, np.zeros(100, int), 2)
     assert not collapsed(8.0, 0.01, one_class)
 
