@@ -647,8 +647,8 @@ def skip_collapsed_refit(model: FittedTree, config: FitConfig, delta=0.05) -> Fi
     and the refit at the selected setting gives one class to every training point
     (:func:`jaxtree.select.refit_collapsed`) although that setting's CV error was below the
     error of voting the majority class (one minus its share of the training points), the folds
-    chose a model the refit is not: the setting of least CV error among both stages' settings whose refit is not collapsed is
-    taken instead (:func:`jaxtree.select.interior_best` within a stage, stage 1 on a tie), with
+    chose a model the refit is not: the setting of least CV error among both stages' settings
+    whose refit is not collapsed is taken instead (:func:`jaxtree.select.interior_best` within a stage, stage 1 on a tie), with
     its weights, λ's and CV error (``search.best_params`` and ``best_error`` too). Unchanged
     when no setting qualifies, for a batch of fits (a ``vmap``'s stacked result) and under a
     trace. The grid's weights are computed only in that case."""
@@ -672,7 +672,7 @@ def skip_collapsed_refit(model: FittedTree, config: FitConfig, delta=0.05) -> Fi
         log_weights = np.asarray(log_weights_of({name: grid[name] for name in names}))
         total = np.where([select.refit_collapsed(model.tree, model.stats, model.node_proba, w)
                           for w in log_weights], np.inf, np.asarray(errors).sum(axis=1))
-        index = int(select.interior_best(jnp.asarray(total), select._grid_shape(grid, directions)))
+        index = int(select.interior_best(jnp.asarray(total), select.grid_shape(grid, directions)))
         if total[index] <= best[0]:
             best = (total[index], {name: grid[name][index] for name in names})
     if not np.isfinite(best[0]):

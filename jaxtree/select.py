@@ -717,7 +717,7 @@ def _first_grid(base, directions, fixed):
 @functools.partial(jax.jit, static_argnames=("directions", "linear_size"))
 def _second_grid(grid0, errors0, directions, linear_size, fixed):
     """Stage 1: ``linear_size`` values from half to twice stage 0's best, per parameter."""
-    best0 = interior_best(errors0.sum(axis=1), _grid_shape(grid0, directions))
+    best0 = interior_best(errors0.sum(axis=1), grid_shape(grid0, directions))
     steps = jnp.linspace(0.5, 2.0, linear_size)
     return _with_fixed(product_grid({name: grid0[name][best0] * steps for name, _ in directions},
                                     directions), fixed)
@@ -726,7 +726,7 @@ def _second_grid(grid0, errors0, directions, linear_size, fixed):
 @functools.partial(jax.jit, static_argnames="directions")
 def _search_result(grid0, errors0, grid1, errors1, weight, directions) -> GridSearchResult:
     total1 = errors1.sum(axis=1)
-    best1 = interior_best(total1, _grid_shape(grid1, directions))
+    best1 = interior_best(total1, grid_shape(grid1, directions))
     num_valid = weight.sum(axis=1)
     names = [name for name, _ in directions]
     return GridSearchResult(grids=({name: grid0[name] for name in names},
@@ -756,8 +756,11 @@ def refit_collapsed(tree: Tree, stats: NodeStats, node_proba, log_weights) -> bo
     return bool(one_class and np.count_nonzero(np.asarray(stats.counts)[0]) > 1)
 
 
-def _grid_shape(grid: dict, directions) -> tuple:
-    """The per-parameter sizes of a square product grid (:func:`product_grid`) of ``G`` settings."""
+def grid_shape(grid: dict, directions) -> tuple:
+    """The per-parameter sizes of a square product grid (:func:`product_grid`): ``(side,) *
+    len(directions)`` for ``grid`` ``{name: [G]}`` of ``G = side ** len(directions)`` settings
+    (``directions``: the searched parameters' ``(name, direction)`` pairs), the shape
+    :func:`interior_best` reads the settings in. Raises ValueError for another size."""
     size = grid_size(grid)
     side = int(round(size ** (1 / len(directions))))
     if side ** len(directions) != size:
@@ -1100,7 +1103,7 @@ def _resolved_choice(tree, X, y, num_classes, votes_fn, result, directions, fixe
     if X is None:
         return result.best_params
     grid, total = result.grids[-1], np.asarray(result.errors[-1]).sum(axis=1)
-    order = [int(np.asarray(interior_best(jnp.asarray(total), _grid_shape(grid, directions))))]
+    order = [int(np.asarray(interior_best(jnp.asarray(total), grid_shape(grid, directions))))]
     tied = np.flatnonzero(total <= total.min() + 1e-6 * max(abs(total.min()), 1.0))
     order += [int(i) for i in tied if i != order[0]]
     for index in order:
