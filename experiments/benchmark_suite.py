@@ -15,7 +15,7 @@ Models, each with its defaults on the training part:
 
 * ``PACBayesTreeClassifier()`` (CART T0, λ's by 2-fold CV; ``--pac`` adds constructor
   arguments, to measure a change of default; ``--rule`` swaps the selection's tie rule,
-  ``--leaf-cost C`` the prior's cost of a leaf;
+  ``--leaf-cost C`` the prior's cost of a leaf, ``--leaf-error`` its error term;
   ``--cv-repeats R`` selects the λ's by R repeats of a stratified CV);
 * scikit-learn's ``DecisionTreeClassifier(random_state=0)`` tuned by ``GridSearchCV`` (5
   folds) over ``ccp_alpha`` on the tree's own cost-complexity path (at most 30 values, evenly
@@ -249,6 +249,29 @@ def _set_leaf_cost(cost: float) -> None:
             tree, stats, error_weight, root_weight, cost * nonempty_weight))
 
 
+def _set_leaf_error(kind: str, alpha: float = 0.5) -> None:
+    """Every node's ``E_A`` in this process (the PAC-Bayes posterior's error term, and any other
+    method's: run it with ``--models PAC-Bayes``) replaced by a likelihood: ``"log_loss"``, the
+    leaf's log-loss ``−Σ_l N_{A,l} log p̂_l(A)`` under its frequencies smoothed by ``alpha``;
+    ``"marginal"``, minus the log marginal likelihood of its labels under a symmetric
+    Dirichlet(``alpha``) prior (Bayesian tree averaging's leaf score)."""
+    import jax.numpy as jnp
+    from jax.scipy.special import gammaln
+
+    from jaxtree.stats import NodeStats
+
+    def errors(stats):
+        counts = stats.counts
+        total, classes = counts.sum(axis=1), counts.shape[1]
+        if kind == "log_loss":
+            proba = (counts + alpha) / (total[:, None] + classes * alpha)
+            return -(counts * jnp.log(proba)).sum(axis=1)
+        return -(gammaln(classes * alpha) - gammaln(total + classes * alpha)
+                 + (gammaln(counts + alpha) - gammaln(alpha)).sum(axis=1))
+
+    NodeStats.errors = property(errors)
+
+
 def _set_smoothed_rule(radius: int = 1) -> None:
     """Every grid search of this process selects by the interior rule on validation losses
     averaged over the settings within ``radius`` grid steps (Chebyshev) of each setting."""
@@ -279,6 +302,11 @@ def main(argv=None):
                         help="the PAC-Bayes prior's cost of a non-empty leaf (the 1 of "
                              "-1[N_A > 0]) in the CV and the final weights, for the screens of "
                              "benchmark_suite.md")
+    parser.add_argument("--leaf-error", choices=("log_loss", "marginal"), default=None,
+                        help="E_A of every node a likelihood instead of the 0-1 error count "
+                             "(log_loss: under the smoothed frequencies; marginal: the "
+                             "Dirichlet-multinomial's), for the screens of benchmark_suite.md; "
+                             "with --models PAC-Bayes")
     parser.add_argument("--cv-repeats", type=int, default=None,
                         help="the PAC-Bayes tree's λ's by R repeats of its stratified CV "
                              "(cv=RepeatedStratifiedKFold(n_splits=cv, n_repeats=R))")
@@ -293,6 +321,8 @@ def main(argv=None):
         _set_smoothed_rule()
     if args.leaf_cost is not None:
         _set_leaf_cost(args.leaf_cost)
+    if args.leaf_error:
+        _set_leaf_error(args.leaf_error)
     if args.models:
         MODEL_FILTER.update(args.models + ["tuned tree"])
     pac_options = json.loads(args.pac)
