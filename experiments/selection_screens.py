@@ -1,8 +1,9 @@
-"""Two screens of the λ selection on the wide benchmark's splits, neither a default.
+"""Screens of the λ selection on the wide benchmark's splits, none a default.
 
     python -m experiments.selection_screens choice RUN.json [RUN.json ...]
     python -m experiments.selection_screens mixture [--quick] [--splits FIRST STOP]
     python -m experiments.selection_screens min_split_mixture [--quick] [--splits FIRST STOP]
+    python -m experiments.selection_screens fixed [--quick] [--splits FIRST STOP]
 
 ``choice``: given the records of several runs of :mod:`experiments.benchmark_suite` that differ
 in one setting (each run's ``--out`` JSON), pick on every (problem, split) the run whose
@@ -24,6 +25,12 @@ the λ's), and the equal-weight averages of their predictives over several subse
 values. A T0 grown with a larger ``min_split`` is a pruning of one grown with a smaller (up to
 exact ties between features), so each posterior is one over the prunings of the ``min_split`` 2
 tree, and so is their mixture: an average over the prior's size setting instead of a choice.
+
+``fixed``: what the CV's choice of the λ's is worth. On the same fits as the default, the test
+error of every setting of the paper's first (log) grid held fixed on every problem, the best of
+them in hindsight reported (no tuning at all, its λ's chosen on these very test sets), and the
+least test error among the 200 searched settings of each split (an oracle of the selection,
+optimistic: it picks among 200 noisy test errors).
 """
 
 from __future__ import annotations
@@ -63,18 +70,18 @@ def choice(paths: list[str]) -> None:
     print(f"oracle (least test error): {_ratio(reference, oracle)}")
 
 
-def _mixture_errors(model, X_test, y_test) -> dict:
-    """Test error of the default's predictions and of each mixture of its grid's settings."""
+def _error_of_mixture(model, X_test, y_test):
+    """``error(mixing)``: the test error of the posterior mixture of ``model``'s grid settings
+    (``cv_results_``, both stages) with weights ``mixing`` ``[settings]`` (a one-hot vector: one
+    setting's posterior)."""
     import jax
     import jax.numpy as jnp
 
     from jaxtree.pacbayes import pacbayes_log_weights, posterior_predictive
     cv = model.cv_results_
-    score = np.asarray(cv["mean_test_score"], np.float64)
     log_w = np.asarray(jax.vmap(pacbayes_log_weights, in_axes=(None, None, 0, 0))(
         model.tree_, model.stats_, jnp.asarray(cv["param_lam1"], jnp.float32),
         jnp.asarray(cv["param_lam2"], jnp.float32)), np.float64)          # [settings, nodes]
-    best, n = score.max(), model.stats_.total[0]
 
     def error(mixing):
         weight = (mixing / mixing.sum()) @ np.exp(log_w)                   # [nodes]
@@ -83,12 +90,37 @@ def _mixture_errors(model, X_test, y_test) -> dict:
         proba = posterior_predictive(model.tree_, model.node_proba_, mixed, X_test)
         return float(np.mean(model.classes_[np.argmax(np.asarray(proba), 1)] != y_test))
 
+    return error
+
+
+def _mixture_errors(model, X_test, y_test) -> dict:
+    """Test error of the default's predictions and of each mixture of its grid's settings."""
+    error = _error_of_mixture(model, X_test, y_test)
+    score = np.asarray(model.cv_results_["mean_test_score"], np.float64)
+    best, n = score.max(), model.stats_.total[0]
     return {"default": float(np.mean(model.predict(X_test) != y_test)),
             "tied at the best": error((score >= best - 1e-7).astype(float)),
             "within 0.5 points": error((score >= best - 0.005).astype(float)),
             "within 1 point": error((score >= best - 0.01).astype(float)),
             "within 2 points": error((score >= best - 0.02).astype(float)),
             "exp(n/2 · score)": error(np.exp((score - best) * float(n) / 2))}
+
+
+FIXED = "fixed "
+
+
+def _fixed_settings(X_train, y_train, X_test, y_test) -> dict:
+    """Test error of the default, of each setting of the first (log) grid, and the least over
+    all the searched settings (the ``fixed`` screen)."""
+    import jaxtree
+    model = jaxtree.PACBayesTreeClassifier().fit(X_train, y_train)
+    error = _error_of_mixture(model, X_test, y_test)
+    cv = model.cv_results_
+    each = [error(np.eye(len(cv["stage"]))[i]) for i in range(len(cv["stage"]))]
+    errors = {f"{FIXED}lam1={cv['param_lam1'][i]:.4g}, lam2={cv['param_lam2'][i]:.4g}": e
+              for i, e in enumerate(each) if cv["stage"][i] == 0}
+    return {"default": float(np.mean(model.predict(X_test) != y_test)),
+            "least test error among the searched settings": min(each), **errors}
 
 
 def _mixtures_of_settings(X_train, y_train, X_test, y_test) -> dict:
@@ -114,30 +146,31 @@ def _mixtures_over_min_split(X_train, y_train, X_test, y_test) -> dict:
     return {k: float(np.mean(classes[np.argmax(p, 1)] != y_test)) for k, p in predictives.items()}
 
 
-def screen(errors_of, quick: bool, reference_path: str, splits: range) -> None:
-    """Print ``errors_of(X_train, y_train, X_test, y_test)`` (``{variant: test error}``) on the
-    wide benchmark's ``splits`` of every problem, then each variant's ratio to the tuned tree
-    (whose records come from ``reference_path``)."""
+def screen(errors_of, quick: bool, reference_path: str, splits: range,
+           shown=lambda variant: True) -> dict:
+    """Print ``errors_of(X_train, y_train, X_test, y_test)`` (``{variant: test error}``, those
+    that ``shown`` names) on the wide benchmark's ``splits`` of every problem; return each
+    variant's ratio to the tuned tree (whose records come from ``reference_path``;
+    :func:`experiments.benchmark_suite.summary`'s row)."""
     variants: dict = {}
     for name, split, X, y, train, test in problem_splits(quick, splits.stop):
         if split not in splits:
             continue
         errors = errors_of(X[train], y[train], X[test], y[test])
-        print(name, split, {k: round(v, 4) for k, v in errors.items()}, flush=True)
+        print(name, split, {k: round(v, 4) for k, v in errors.items() if shown(k)}, flush=True)
         for variant, e in errors.items():
             variants.setdefault(variant, []).append(
                 {"problem": name, "split": split, "model": PAC, "error": e, "n": len(y),
                  "classes": int(y.max()) + 1, "seconds": 0.0})
     reference = json.load(open(reference_path))
-    for variant, records in variants.items():
-        print(f"{variant}: {_ratio(reference, records)}")
+    return {variant: _ratio(reference, records) for variant, records in variants.items()}
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="screen", required=True)
     sub.add_parser("choice").add_argument("runs", nargs="+", help="benchmark_suite JSON records")
-    for name in ("mixture", "min_split_mixture"):
+    for name in ("mixture", "min_split_mixture", "fixed"):
         variant = sub.add_parser(name)
         variant.add_argument("--quick", action="store_true")
         variant.add_argument("--splits", type=int, nargs=2, default=None,
@@ -151,9 +184,17 @@ def main(argv=None):
         choice(args.runs)
         return
     first, stop = args.splits or (0, 1 if args.quick else 3)
-    errors_of = (_mixtures_of_settings if args.screen == "mixture" else
-                 _mixtures_over_min_split)
-    screen(errors_of, args.quick, args.reference, range(first, stop))
+    errors_of = {"mixture": _mixtures_of_settings, "min_split_mixture": _mixtures_over_min_split,
+                 "fixed": _fixed_settings}[args.screen]
+    ratios = screen(errors_of, args.quick, args.reference, range(first, stop),
+                    shown=lambda variant: not variant.startswith(FIXED))
+    if args.screen == "fixed":       # the best three fixed settings, not all hundred
+        fixed = sorted((v for v in ratios if v.startswith(FIXED)),
+                       key=lambda v: ratios[v]["geo_mean_ratio"])
+        ratios = {**{v: r for v, r in ratios.items() if not v.startswith(FIXED)},
+                  **{v: ratios[v] for v in fixed[:3]}}
+    for variant, ratio in ratios.items():
+        print(f"{variant}: {ratio}")
 
 
 if __name__ == "__main__":
