@@ -1,11 +1,11 @@
-"""The wide benchmark's screen patches compute what their help says."""
+"""The wide benchmark's screens compute what their help says."""
 
 import math
 
 import numpy as np
 import pytest
 
-from experiments import benchmark_suite
+from experiments import benchmark_suite, selection_screens
 from jaxtree.stats import NodeStats
 
 
@@ -28,3 +28,15 @@ def test_leaf_error_patch_gives_each_nodes_likelihood(monkeypatch, kind):
             want.append(-log_ml)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
     assert got[1] == 0.0 and got[2] > got[0] > 0
+
+
+def test_a_setting_chosen_on_half_the_points_is_scored_on_the_other_half():
+    rng = np.random.default_rng(0)
+    always_right = np.zeros(40, bool)
+    noisy = rng.random((5, 40)) < 0.3
+    # a setting right on every point is chosen on any half, and scores 0 on the other
+    assert selection_screens._chosen_on_half(np.vstack([noisy, always_right])) == 0.0
+    # otherwise the score lies between the settings' least and largest error, and differs from
+    # the least one: it is scored on points the choice did not see
+    score = selection_screens._chosen_on_half(noisy)
+    assert noisy.mean(axis=1).min() < score <= noisy.mean(axis=1).max()
