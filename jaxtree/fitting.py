@@ -648,10 +648,13 @@ def skip_collapsed_refit(model: FittedTree, config: FitConfig, delta=0.05) -> Fi
     (:func:`jaxtree.select.refit_collapsed`) although that setting's CV error was below the
     error of voting the majority class (one minus its share of the training points), the folds
     chose a model the refit is not: the setting of least CV error among both stages' settings
-    whose refit is not collapsed is taken instead (:func:`jaxtree.select.interior_best` within a stage, stage 1 on a tie), with
-    its weights, λ's and CV error (``search.best_params`` and ``best_error`` too). Unchanged
-    when no setting qualifies, for a batch of fits (a ``vmap``'s stacked result) and under a
-    trace. The grid's weights are computed only in that case."""
+    whose refit is not collapsed is taken instead (:func:`jaxtree.select.interior_best` within
+    a stage, stage 1 on a tie), with its weights, λ's and CV error (``search.best_params`` and
+    ``best_error`` too). Unchanged when no setting qualifies, for a batch of fits (a ``vmap``'s
+    stacked result) and under a trace. The grid's weights are computed only in that case. The
+    majority vote's error is taken from the root's class counts, not ``stats.errors``, so that
+    a screen replacing the error term (``experiments.benchmark_suite --leaf-error``) leaves
+    this check as it is."""
     search = model.search
     checked = (search is not None and config.proba == "predictive"
                and config.scoring == "accuracy" and not isinstance(model.lam1, jax.core.Tracer)
