@@ -203,8 +203,10 @@ def summary(records: list) -> dict:
         wins = sum(e[model] <= e["tuned tree"] + 1e-12 for e in mean.values())
         out[model] = {"geo_mean_ratio": float(np.exp(np.mean(np.log(ratios)))),
                       "at_or_below_tree": int(wins), "problems": len(ratios)}
-    gaps = {p: {s: e[f"KD vote ({s})"] - e[f"C1 (KD, {s})"] for s in ("cycle", "spread")}
-            for p, e in mean.items() if imbalanced_multiclass(p) and "C1 (KD, cycle)" in e}
+    rules = ("cycle", "spread")
+    gaps = {p: {s: e[f"KD vote ({s})"] - e[f"C1 (KD, {s})"] for s in rules}
+            for p, e in mean.items() if imbalanced_multiclass(p)
+            and all(f"KD vote ({s})" in e and f"C1 (KD, {s})" in e for s in rules)}
     return {"models": out, "kd_vote_minus_c1": gaps, "mean_errors": mean}
 
 

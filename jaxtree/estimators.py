@@ -366,7 +366,7 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
             seed=getattr(self, "random_state", 0), fixed=fixed,
             init={name: v for name, v in values.items() if v is not None},
             base_grid=self._search_grid(), scoring=getattr(self, "scoring", "accuracy"),
-            **data)
+            stats=self.stats_, **data)
 
     def _cv_errors_fn(self):
         """The grid's error function (``errors_fn`` of :func:`jaxtree.select.paper_search`); None:

@@ -670,18 +670,17 @@ def skip_collapsed_refit(model: FittedTree, config: FitConfig, delta=0.05) -> Fi
     lam = {"lam1": model.lam1, "lam2": model.lam2}
     log_weights_of = jax.jit(jax.vmap(lambda params: _log_weights(
         model.tree, model.stats, {**lam, **params}, delta, config.potentials)))
-    best = (np.inf, None)
-    for grid, errors in zip(search.grids, search.errors):
+
+    def collapsed(grid):
         log_weights = np.asarray(log_weights_of({name: grid[name] for name in names}))
-        total = np.where([select.refit_collapsed(model.tree, model.stats, model.node_proba, w)
-                          for w in log_weights], np.inf, np.asarray(errors).sum(axis=1))
-        index = int(select.interior_best(jnp.asarray(total), select.grid_shape(grid, directions)))
-        if total[index] <= best[0]:
-            best = (total[index], {name: grid[name][index] for name in names})
-    if not np.isfinite(best[0]):
+        return np.array([select.refit_collapsed(model.tree, model.stats, model.node_proba, w)
+                         for w in log_weights])
+
+    best = select.least_error_passing(search, directions, collapsed)
+    if best is None:
         return model
-    params = best[1]
-    cv_error = jnp.asarray(best[0] / float(np.sum(search.num_valid)), model.cv_error.dtype)
+    total, params = best
+    cv_error = jnp.asarray(total / float(np.sum(search.num_valid)), model.cv_error.dtype)
     lam = {**lam, **params}
     return dataclasses.replace(
         model, log_weights=_log_weights(model.tree, model.stats, lam, delta, config.potentials),

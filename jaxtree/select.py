@@ -42,11 +42,13 @@ higher loss and from the grid's edge (:func:`interior_best`); among those equall
 first, i.e. the simplest first parameter, then the simplest second one. For the PAC-Bayes tree
 (:data:`PACBAYES_DIRECTIONS`): smaller λ1 (training errors weigh less, shallower prunings win) and
 larger λ2 (the concentration term Σ sqrt(N_A) penalises splitting) are simpler. :func:`tune`
-then refits on all the points and skips a tied setting whose refit leaves most training points
-unresolved (:func:`refit_unresolved`); the PAC-Bayes tree's fit skips a selected setting
-whose refit predicts one class for every training point although its CV error beat the
-majority class (:func:`jaxtree.fitting.skip_collapsed_refit`). docs/theory/selection.md has the
-measurements.
+then refits on all the points and skips a selected setting whose refit is degenerate: it
+leaves most training points unresolved (:func:`refit_unresolved`), or it predicts one class for
+every training point although the CV error beat the majority class (:func:`refit_outcome`);
+the next tied setting is taken, else the least CV loss among the settings that are not
+(:func:`least_error_passing`). The PAC-Bayes tree's compiled fit does the same on the host
+after the fit (:func:`jaxtree.fitting.skip_collapsed_refit`). docs/theory/selection.md has
+the measurements.
 """
 
 from __future__ import annotations
@@ -63,7 +65,7 @@ import optax
 from jaxtree import prune, shapes
 from jaxtree.layout import CompleteLayout, pad_complete, root_path_sum
 from jaxtree.pacbayes import node_votes, pacbayes_authors_log_weights, pacbayes_log_weights
-from jaxtree.stats import NodeStats, stats_from_paths
+from jaxtree.stats import NodeStats, node_stats, stats_from_paths
 from jaxtree.tree import Tree, route
 
 Array = jax.Array
@@ -740,19 +742,65 @@ def refit_collapsed(tree: Tree, stats: NodeStats, node_proba, log_weights) -> bo
     """Whether the posterior predictive of ``log_weights`` ``[nodes]`` (node frequencies
     ``node_proba`` ``[nodes, L]``) gives one class at every leaf of T0 that holds training
     points, i.e. to every training point, while those points (``stats``) have two classes or
-    more. The check of :func:`jaxtree.fitting.skip_collapsed_refit`, run after every fit: the
-    root-path sums of :func:`jaxtree.pacbayes.node_predictive` taken in NumPy on the host, level by
-    level down T0, because that function jitted compiles in 0.18 s at each new tree shape (a
-    process's first fit on 3,000 rows of spam) where this takes 0.9 ms."""
-    internal, left = np.asarray(tree.internal), np.asarray(tree.left_child)
-    depth, total = np.asarray(tree.node_depth), np.asarray(stats.total)
+    more. The check of :func:`jaxtree.fitting.skip_collapsed_refit`, run after every fit, in
+    NumPy on the host (:func:`path_scores`): :func:`jaxtree.pacbayes.node_predictive` jitted
+    compiles in 0.18 s at each new tree shape (a process's first fit on 3,000 rows of spam)
+    where this takes 0.9 ms."""
     predictive = np.exp(np.asarray(log_weights, np.float64))[:, None] * np.asarray(node_proba)
+    return _one_class(stats, _occupied_leaf_scores(tree, stats, predictive)[1])
+
+
+def refit_outcome(tree: Tree, stats: NodeStats, votes_fn: Callable, params: dict
+                  ) -> tuple[float, bool]:
+    """What the model of ``votes_fn`` at ``params`` on T0 with the training statistics
+    ``stats`` (its refit) does to the training points: ``(unresolved, one_class)``, the share
+    of their weight whose prediction is unresolved (:func:`tied_at_top`: near 1 for a posterior
+    whose leaves weigh less than the float resolution beside a root of equal class counts),
+    and whether it gives one class to every point while they hold two classes or more
+    (:func:`refit_collapsed` for any votes function). The points of a leaf share its root-path
+    votes, so the statistics suffice: no point is routed, and a distributed fit's global
+    statistics give every process the same answer."""
+    votes = np.asarray(_dense_votes(tree, stats, votes_fn, jax.tree.map(jnp.asarray, params)))
+    weight, scores = _occupied_leaf_scores(tree, stats, votes)
+    unresolved = np.asarray(tied_at_top(jnp.asarray(scores))).sum(axis=1) > 1
+    return float(weight @ unresolved / weight.sum()), _one_class(stats, scores)
+
+
+@functools.partial(jax.jit, static_argnames=("votes_fn",))
+def _dense_votes(tree, stats, votes_fn, params):
+    """``[nodes, L]`` votes of ``votes_fn`` (a ``(weight, label)`` pair made one-hot)."""
+    votes = votes_fn(tree, stats, params)
+    if isinstance(votes, tuple):
+        weight, label = votes
+        return weight[:, None] * jax.nn.one_hot(label, stats.counts.shape[-1], dtype=weight.dtype)
+    return votes
+
+
+def path_scores(tree: Tree, node_votes) -> np.ndarray:
+    """``[nodes, L]`` the class scores of the points that end at each node: the sums of
+    ``node_votes`` ``[nodes, L]`` over its root path (:func:`point_scores` without the points),
+    in NumPy and the votes' dtype, level by level down T0."""
+    internal, left = np.asarray(tree.internal), np.asarray(tree.left_child)
+    depth = np.asarray(tree.node_depth)
+    scores = np.array(node_votes)
     for level in range(int(depth[internal].max(initial=-1)) + 1):   # add each parent's sum
         parents = np.flatnonzero(internal & (depth == level))
         for children in (left[parents], left[parents] + 1):
-            predictive[children] += predictive[parents]
-    occupied = ~internal & (total > 0)
-    one_class = np.unique(predictive[occupied].argmax(axis=1)).size == 1
+            scores[children] += scores[parents]
+    return scores
+
+
+def _occupied_leaf_scores(tree, stats, node_votes) -> tuple[np.ndarray, np.ndarray]:
+    """The leaves of T0 that hold training points: their weights ``[m]`` and path scores."""
+    total = np.asarray(stats.total)
+    occupied = ~np.asarray(tree.internal) & (total > 0)
+    return total[occupied], path_scores(tree, node_votes)[occupied]
+
+
+def _one_class(stats, leaf_scores) -> bool:
+    """Whether leaves of scores ``leaf_scores`` ``[m, L]`` all predict one class while the
+    training points (``stats``) hold two or more."""
+    one_class = np.unique(leaf_scores.argmax(axis=1)).size == 1
     return bool(one_class and np.count_nonzero(np.asarray(stats.counts)[0]) > 1)
 
 
@@ -997,7 +1045,7 @@ def _adam_step(tree, folds, votes_fn, theta, opt_state, learning_rate, tau, eps,
 def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, method="grid",
          folds: int = 2, seed: int = 0, fixed: Optional[dict] = None,
          init: Optional[dict] = None, errors_fn: Optional[Callable] = None,
-         base_grid=LOG_GRID, scoring: str = "accuracy",
+         base_grid=LOG_GRID, scoring: str = "accuracy", stats: Optional[NodeStats] = None,
          **gradient_options) -> tuple[dict, dict]:
     """Select the parameters of a method on T0 by k-fold CV; shows a tqdm progress bar on a TTY.
 
@@ -1008,8 +1056,9 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
         the parameters held fixed.
       method: ``"grid"`` (:func:`paper_search`) or ``"gradient"`` (:func:`gradient_tune`).
       folds, seed: the CV folds (:func:`fold_masks`); ``folds`` may also be prepared
-        :class:`Folds` (e.g. :func:`jaxtree.distributed.prepare_folds`), then ``X``, ``y`` and
-        ``seed`` are not used.
+        :class:`Folds` (e.g. :func:`jaxtree.distributed.prepare_folds`), then ``seed`` is not
+        used, and ``X``, ``y`` only for the default ``stats`` (no check of the grid's choice
+        when both are None).
       init: the starting point of ``"gradient"`` when it gives every tuned parameter; else
         gradient tuning starts from the best few points of a coarse grid
         (:func:`coarse_starts`).
@@ -1018,6 +1067,9 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
         paper's 2^linspace(-8, 6, 10)).
       scoring: the selection criterion, one of :data:`SCORINGS` (module docstring); ``"grid"`` only:
         gradient tuning descends the vote's log-loss and keeps the least 0-1 error.
+      stats: the training statistics of the model refitted at the grid's choice, which checks
+        it (module docstring): by default those of ``X``, ``y``; an estimator passes its own
+        (sample weights, padding rows of weight 0, a distributed fit's global counts).
       gradient_options: passed to :func:`gradient_tune`.
 
     Returns:
@@ -1051,6 +1103,8 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
     names = [name for name, _ in directions]
     data = folds if isinstance(folds, Folds) else prepare_folds(
         tree, X, y, num_classes, fold_masks(len(y), folds, seed))
+    if stats is None and X is not None:
+        stats = node_stats(tree, X, y, num_classes)
     if method == "grid":
         total = np.size(base_grid) ** len(names) + LINEAR_GRID_SIZE ** len(names)
         with tqdm.tqdm(total=total, desc="grid search (settings)", leave=False,
@@ -1058,8 +1112,8 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
             result = paper_search(tree, data, votes_fn, tuple(directions), fixed,
                                   base_grid=base_grid, progress=bar.update,
                                   errors_fn=errors_fn, scoring=scoring)
-        best = _resolved_choice(tree, X, y, num_classes, votes_fn, result, tuple(directions),
-                                fixed)
+        best = _resolved_choice(tree, stats, votes_fn, result, tuple(directions), fixed,
+                                scoring)
         return {name: float(v) for name, v in best.items()}, _grid_results(result, names,
                                                                            scoring)
     if method == "gradient":
@@ -1072,45 +1126,86 @@ def tune(tree: Tree, X, y, num_classes: int, votes_fn: Callable, directions, met
             result = gradient_tune(tree, data, votes_fn, start, fixed=fixed,
                                    directions=tuple(directions), progress=bar.update,
                                    **gradient_options)
-        return result.best_params, _gradient_results(result, names, scoring)
+        best = _resolved_path_choice(tree, stats, votes_fn, result, fixed)
+        return best, _gradient_results(result, names, scoring)
     raise ValueError(f"method must be 'grid' or 'gradient'; got {method!r}")
 
 
-def refit_unresolved(tree: Tree, X, y, num_classes: int, votes_fn: Callable,
-                     params: dict) -> float:
-    """The share of the training points ``X`` ``[n, D]``, ``y`` ``[n]`` whose prediction by the
-    model refitted on all of them at ``params`` is unresolved (:func:`tied_at_top`): near 1 for
-    a posterior whose leaves weigh less than the float resolution beside a root of equal class
-    counts."""
-    return float(_refit_unresolved(tree, jnp.asarray(X, tree.threshold.dtype),
-                                   jnp.asarray(y, jnp.int32), num_classes, votes_fn,
-                                   jax.tree.map(jnp.asarray, params)))
+def refit_unresolved(tree: Tree, stats: NodeStats, votes_fn: Callable, params: dict) -> float:
+    """The share of the training points (statistics ``stats``) whose prediction by the model
+    refitted at ``params`` is unresolved (:func:`refit_outcome`)."""
+    return refit_outcome(tree, stats, votes_fn, params)[0]
 
 
-@functools.partial(jax.jit, static_argnames=("num_classes", "votes_fn"))
-def _refit_unresolved(tree, X, y, num_classes, votes_fn, params):
-    path, on_path = route(tree, X)
-    stats = stats_from_paths(tree, path, on_path, y, num_classes, jnp.ones(y.shape[0], X.dtype))
-    scores = point_scores(votes_fn(tree, stats, params), path, on_path, num_classes)
-    return jnp.mean(tied_at_top(scores).sum(axis=1) > 1)
+def least_error_passing(result: GridSearchResult, directions,
+                        failing: Callable[[dict], np.ndarray]) -> Optional[tuple[float, dict]]:
+    """The setting of least summed CV loss among both stages' settings of ``result`` that pass:
+    ``failing(grid)`` gives ``[G]`` bool for a stage's ``grid`` ``{name: [G]}`` (True: skip the
+    setting). The interior rule within a stage (:func:`interior_best`), stage 1 on a tie.
+    Returns ``(summed loss, {name: value})``, or None when every setting fails."""
+    best = (np.inf, None)
+    for grid, errors in zip(result.grids, result.errors):
+        total = np.where(failing(grid), np.inf, np.asarray(errors).sum(axis=1))
+        index = int(interior_best(jnp.asarray(total), grid_shape(grid, directions)))
+        if total[index] <= best[0]:
+            best = (float(total[index]), {name: grid[name][index] for name, _ in directions})
+    return best if np.isfinite(best[0]) else None
 
 
-def _resolved_choice(tree, X, y, num_classes, votes_fn, result, directions, fixed) -> dict:
-    """The selected setting of a grid search, skipping tied ones (module docstring) whose refit
-    on ``X``, ``y`` leaves more than :data:`MAX_REFIT_UNRESOLVED` of the points unresolved: the
-    settings of least stage-1 loss, deepest in their tied region first
-    (:func:`interior_best`); the search's own choice when none passes or ``X`` is None."""
-    if X is None:
+def _degenerate_refit(tree, stats, votes_fn, params, beats_majority: bool) -> bool:
+    """Whether the refit at ``params`` on ``stats`` leaves more than
+    :data:`MAX_REFIT_UNRESOLVED` of the points unresolved or, when the CV beat voting the
+    majority class (``beats_majority``), gives one class to every point (:func:`refit_outcome`)."""
+    unresolved, one_class = refit_outcome(tree, stats, votes_fn, params)
+    return unresolved > MAX_REFIT_UNRESOLVED or (beats_majority and one_class)
+
+
+def _beats_majority(stats, error_rate: float) -> bool:
+    """Whether a CV error rate is below that of voting the majority class of ``stats``."""
+    root = np.asarray(stats.counts[0], np.float64)
+    return error_rate < 1 - root.max() / root.sum() - 1e-6
+
+
+def _resolved_choice(tree, stats, votes_fn, result, directions, fixed, scoring) -> dict:
+    """The selected setting of a grid search (module docstring), skipping one whose refit on
+    the training statistics ``stats`` is degenerate (:func:`_degenerate_refit`; one class
+    everywhere counts only for ``scoring="accuracy"`` and when the search's least CV error beat
+    the majority vote). The settings of least stage-1 loss are tried first, deepest in their
+    tied region first (:func:`interior_best`); if all are degenerate, the least CV loss among
+    both stages' settings that are not (:func:`least_error_passing`); the search's own choice
+    when none passes or ``stats`` is None."""
+    if stats is None:
         return result.best_params
     grid, total = result.grids[-1], np.asarray(result.errors[-1]).sum(axis=1)
+    beats_majority = scoring == "accuracy" and _beats_majority(
+        stats, total.min() / float(np.sum(result.num_valid)))
+
+    def degenerate(grid, index):
+        params = {name: grid[name][index] for name, _ in directions}
+        return _degenerate_refit(tree, stats, votes_fn, {**(fixed or {}), **params},
+                                 beats_majority)
+
     order = [int(np.asarray(interior_best(jnp.asarray(total), grid_shape(grid, directions))))]
     tied = np.flatnonzero(total <= total.min() + 1e-6 * max(abs(total.min()), 1.0))
-    order += [int(i) for i in tied if i != order[0]]
-    for index in order:
-        params = {name: grid[name][index] for name, _ in directions}
-        if refit_unresolved(tree, X, y, num_classes, votes_fn,
-                            {**(fixed or {}), **params}) <= MAX_REFIT_UNRESOLVED:
-            return params
+    for index in order + [int(i) for i in tied if i != order[0]]:
+        if not degenerate(grid, index):
+            return {name: grid[name][index] for name, _ in directions}
+    best = least_error_passing(result, directions, lambda grid: np.array(
+        [degenerate(grid, i) for i in range(grid_size(grid))]))
+    return result.best_params if best is None else best[1]
+
+
+def _resolved_path_choice(tree, stats, votes_fn, result: GradientResult, fixed) -> dict:
+    """Gradient tuning's choice, checked as the grid's (:func:`_resolved_choice`): the point of
+    least validation 0-1 error on the paths (earliest step, then first start, on a tie) whose
+    refit is not degenerate; the search's own choice when none passes or ``stats`` is None."""
+    if stats is None:
+        return result.best_params
+    beats_majority = _beats_majority(stats, float(result.best_error))
+    for point in sorted(result.path, key=lambda point: point["error"]):   # stable: path order
+        if not _degenerate_refit(tree, stats, votes_fn, {**(fixed or {}), **point["params"]},
+                                 beats_majority):
+            return point["params"]
     return result.best_params
 
 

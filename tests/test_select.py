@@ -1,6 +1,8 @@
 """Model selection: the vmapped grid equals a plain loop, batches equal one-by-one fits,
 gradient tuning is finite and lowers the smoothed loss, the estimator's ``tune`` option."""
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -214,11 +216,110 @@ def test_a_collapsed_refit_is_skipped():
     y = np.r_[np.zeros(20, int), np.ones(20, int)]
     tree = jaxtree.kd_tree(X, max_depth=3)
     corner = {"lam1": 2.0 ** -9, "lam2": 128.0, "smoothing": 0.5}
-    assert select.refit_unresolved(tree, X, y, 2, select.pacbayes_votes, corner) == 1
+    stats = jaxtree.node_stats(tree, X, y, 2)
+    assert select.refit_unresolved(tree, stats, select.pacbayes_votes, corner) == 1
     model = jaxtree.PACBayesTreeClassifier(partition="kd", max_depth=3).fit(X, y)
     assert model.score(X, y) == 1
     params = {**model.best_params_, "smoothing": 0.5}
-    assert select.refit_unresolved(tree, X, y, 2, select.pacbayes_votes, params) == 0
+    assert select.refit_unresolved(tree, stats, select.pacbayes_votes, params) == 0
+
+
+@pytest.mark.parametrize("votes_fn, params", [
+    (select.pacbayes_votes, {"lam1": 2.0 ** -9, "lam2": 128.0, "smoothing": 0.5}),
+    (select.pacbayes_votes, {"lam1": 2.0, "lam2": 0.5, "smoothing": 0.5}),
+    (select.pacbayes_votes, {"lam1": 2.0, "lam2": 0.5}),
+    (prune.c1_votes, {"lam": 0.1}),
+    (hsvote.hs_votes, {"eta": 0.3}),
+])
+def test_the_refit_outcome_equals_routing_the_training_points(votes_fn, params):
+    """The refit check reads the leaves' root-path votes off the statistics: the same
+    unresolved share and predicted classes as the engine's scores of the routed points
+    (weights 1 and 3), for predictive, hard-label and HS votes, at a tie and away from it."""
+    X = np.r_[np.linspace(-2, -1, 20), np.linspace(1, 2, 20), np.linspace(3, 4, 20)][:, None]
+    y = np.r_[np.zeros(20, int), np.ones(20, int), np.tile([0, 1, 1], 7)[:20]]
+    weight = np.r_[np.ones(40), np.full(20, 3.0)].astype(np.float32)
+    tree = jaxtree.kd_tree(X, max_depth=3)
+    stats = jaxtree.node_stats(tree, X, y, 2, weight)
+    params = jax.tree.map(jnp.float32, params)
+    path, on_path = jaxtree.route(tree, jnp.asarray(X, jnp.float32))
+    scores = select.point_scores(votes_fn(tree, stats, params), path, on_path, 2)
+    tied = np.asarray(select.tied_at_top(scores)).sum(axis=1) > 1
+    unresolved, one_class = select.refit_outcome(tree, stats, votes_fn, params)
+    assert unresolved == pytest.approx(weight @ tied / weight.sum(), abs=1e-6)
+    assert one_class == (np.unique(np.asarray(scores).argmax(axis=1)).size == 1)
+
+
+def test_estimators_check_the_refit_of_their_own_statistics(monkeypatch):
+    """An estimator pads its sample with rows of weight 0 before tuning (so that fits of
+    nearby sizes share a compiled program): the refit check sees the statistics of the model it
+    fits, the sample weights in, the padding out."""
+    X = np.r_[np.linspace(-2, -1, 20), np.linspace(1, 2, 20)][:, None]
+    y = np.r_[np.zeros(20, int), np.ones(20, int)]
+    seen = []
+    check = select.refit_outcome
+    monkeypatch.setattr(select, "refit_outcome", lambda tree, stats, *args: (
+        seen.append(np.asarray(stats.counts[0]).tolist()), check(tree, stats, *args))[1])
+    for estimator in (jaxtree.PrunedTreeClassifier(), jaxtree.HSVoteClassifier()):
+        seen.clear()
+        estimator.fit(X, y, sample_weight=np.r_[np.ones(20), np.full(20, 2.0)])
+        assert seen and all(root == [20, 40] for root in seen)
+
+
+def _imbalanced_separated():
+    """90 points of class 0 and 10 of class 1 apart, on a KD T0 of depth 3."""
+    X = np.r_[np.linspace(-2, 0, 90), np.linspace(1, 2, 10)][:, None].astype(np.float32)
+    y = np.r_[np.zeros(90, int), np.ones(10, int)]
+    return X, y, jaxtree.kd_tree(X, max_depth=3)
+
+
+def test_tune_skips_a_refit_that_predicts_one_class():
+    """Validation errors that put the least loss (below the majority vote's) on the grid's
+    simplest corner, where the refit on all points votes class 0 everywhere: the choice is the
+    least loss among both stages' settings whose refit is not collapsed, as a plain loop over
+    the settings finds it with the engine's own weights. Where the least loss does not beat the
+    majority vote, voting the majority is a fair choice and is kept. Gradient tuning's path is
+    checked alike."""
+    X, y, tree = _imbalanced_separated()
+    stats = jaxtree.node_stats(tree, X, y, 2)
+    proba = jaxtree.class_frequencies(tree, stats.counts, 0.5)
+    fixed = {"smoothing": 0.5}
+    folds = select.prepare_folds(tree, X, jnp.asarray(y), 2, select.fold_masks(100, 2))
+    search = select.paper_search(tree, folds, select.pacbayes_votes, fixed=fixed)
+
+    def collapsed(grid, i):
+        log_w = jaxtree.pacbayes_log_weights(tree, stats, grid["lam1"][i], grid["lam2"][i])
+        return select.refit_collapsed(tree, stats, proba, log_w)
+
+    grid = search.grids[0]              # both stages the log grid: the corner in each
+    corner = [i for i in range(100) if collapsed(grid, i)]
+    assert corner and not all(collapsed(grid, i) for i in range(100))
+
+    def choice(errors):
+        errors = np.asarray(search.errors[0], np.float64) * 0 + errors[:, None] / 2
+        rigged = dataclasses.replace(search, grids=(grid, grid), errors=(errors, errors))
+        return select._resolved_choice(tree, stats, select.pacbayes_votes, rigged,
+                                       select.PACBAYES_DIRECTIONS, fixed, "accuracy")
+
+    errors = 2.0 + np.asarray(search.errors[0]).sum(axis=1)       # all above 1 error
+    errors[corner[0]] = 1.0                    # 1 error in 100 points, below the majority's 10
+    chosen = choice(errors)
+    passing = [i for i in range(100) if not collapsed(grid, i)]
+    least = min(errors[i] for i in passing)
+    assert any(errors[i] == least and np.isclose(grid["lam1"][i], chosen["lam1"])
+               and np.isclose(grid["lam2"][i], chosen["lam2"]) for i in passing)
+    errors = np.full(100, 11.0)
+    errors[corner[0]] = 10.0                   # the majority vote's 10 errors: not beaten
+    kept = choice(errors)
+    assert (kept["lam1"], kept["lam2"]) == (grid["lam1"][corner[0]], grid["lam2"][corner[0]])
+    # gradient tuning's path, checked alike: its least error first, then the next ones
+    setting = [{name: float(grid[name][i]) for name in ("lam1", "lam2")} for i in range(100)]
+    resolved = next(i for i in range(100) if not collapsed(grid, i))
+    path = [{"params": setting[i], "error": e}
+            for i, e in ((corner[0], 0.01), (resolved, 0.2), (corner[-1], 0.15))]
+    walk = select.GradientResult(best_params=setting[corner[0]], best_error=0.01, path=path,
+                                 evaluations=3)
+    assert select._resolved_path_choice(tree, stats, select.pacbayes_votes, walk,
+                                        fixed) == setting[resolved]
 
 
 def test_refit_collapsed_means_one_class_at_every_occupied_leaf():
