@@ -199,6 +199,23 @@ def test_ties_go_to_the_centre_of_the_grid():
         2.0 ** np.linspace(-8, 6, 10)[5] * np.linspace(0.5, 2, 10)[5])
 
 
+def test_a_float32_search_after_a_float64_one_in_the_same_process():
+    """JAX converts a module-level NumPy array once for a process: after a float64 search the
+    paper's log grid came back float64 to a float32 one, whose two-stage loop then failed on
+    mixed dtypes. The grid now follows the tree's dtype."""
+    X = np.arange(8.0)[:, None]
+    y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
+    with jax.enable_x64(True):
+        problems = jaxtree.stack_problems([jaxtree.kd_tree(X, max_depth=2)], [X], [y])
+        jaxtree.batch_paper_search(*problems, np.stack([select.fold_masks(8, 2)]), 2,
+                                   select.pacbayes_votes)
+    with jax.enable_x64(False):
+        tree = jaxtree.kd_tree(X, max_depth=2)
+        _, cv_results = jaxtree.tune(tree, X, y, 2, select.pacbayes_votes,
+                                     select.PACBAYES_DIRECTIONS)
+    assert cv_results["param_lam1"].dtype == np.float32
+
+
 def test_unresolved_votes_are_charged_as_ties():
     """Scores equal up to one ulp are a tie: half an error for two classes, whatever the
     argmax; a clear winner is the plain 0-1 error."""
