@@ -677,7 +677,7 @@ def paper_search(tree: Tree, folds: Folds, votes_fn: Callable, directions=PACBAY
     """
     check_scoring(scoring)
     directions, fixed = tuple(directions), fixed or {}
-    grid0 = _first_grid(jnp.asarray(base_grid, tree.threshold.dtype), directions, fixed)
+    grid0 = _first_grid(jnp.asarray(base_grid, folds.weight.dtype), directions, fixed)
 
     def errors_of(grid):
         return (grid_errors if errors_fn is None else errors_fn)(
