@@ -662,8 +662,7 @@ def skip_collapsed_refit(model: FittedTree, config: FitConfig, delta=0.05) -> Fi
     if not checked or not select.refit_collapsed(model.tree, model.stats, model.node_proba,
                                                  model.log_weights):
         return model
-    root = np.asarray(model.stats.counts[0], np.float64)
-    if not float(model.cv_error) < 1 - root.max() / root.sum() - 1e-6:
+    if not select.beats_majority(model.stats, float(model.cv_error)):
         return model
     directions = tuple(d for d in select.PACBAYES_DIRECTIONS if d[0] in config.tuned)
     names = [name for name, _ in directions]

@@ -1152,16 +1152,18 @@ def least_error_passing(result: GridSearchResult, directions,
     return best if np.isfinite(best[0]) else None
 
 
-def _degenerate_refit(tree, stats, votes_fn, params, beats_majority: bool) -> bool:
+def _degenerate_refit(tree, stats, votes_fn, params, cv_beat_majority: bool) -> bool:
     """Whether the refit at ``params`` on ``stats`` leaves more than
     :data:`MAX_REFIT_UNRESOLVED` of the points unresolved or, when the CV beat voting the
-    majority class (``beats_majority``), gives one class to every point (:func:`refit_outcome`)."""
+    majority class (``cv_beat_majority``), gives one class to every point
+    (:func:`refit_outcome`)."""
     unresolved, one_class = refit_outcome(tree, stats, votes_fn, params)
-    return unresolved > MAX_REFIT_UNRESOLVED or (beats_majority and one_class)
+    return unresolved > MAX_REFIT_UNRESOLVED or (cv_beat_majority and one_class)
 
 
-def _beats_majority(stats, error_rate: float) -> bool:
-    """Whether a CV error rate is below that of voting the majority class of ``stats``."""
+def beats_majority(stats: NodeStats, error_rate: float) -> bool:
+    """Whether a CV error rate is below that of voting the majority class of the training
+    statistics ``stats`` (read from the root's class counts)."""
     root = np.asarray(stats.counts[0], np.float64)
     return error_rate < 1 - root.max() / root.sum() - 1e-6
 
@@ -1177,13 +1179,13 @@ def _resolved_choice(tree, stats, votes_fn, result, directions, fixed, scoring) 
     if stats is None:
         return result.best_params
     grid, total = result.grids[-1], np.asarray(result.errors[-1]).sum(axis=1)
-    beats_majority = scoring == "accuracy" and _beats_majority(
+    cv_beat_majority = scoring == "accuracy" and beats_majority(
         stats, total.min() / float(np.sum(result.num_valid)))
 
     def degenerate(grid, index):
         params = {name: grid[name][index] for name, _ in directions}
         return _degenerate_refit(tree, stats, votes_fn, {**(fixed or {}), **params},
-                                 beats_majority)
+                                 cv_beat_majority)
 
     order = [int(np.asarray(interior_best(jnp.asarray(total), grid_shape(grid, directions))))]
     tied = np.flatnonzero(total <= total.min() + 1e-6 * max(abs(total.min()), 1.0))
@@ -1201,10 +1203,10 @@ def _resolved_path_choice(tree, stats, votes_fn, result: GradientResult, fixed) 
     refit is not degenerate; the search's own choice when none passes or ``stats`` is None."""
     if stats is None:
         return result.best_params
-    beats_majority = _beats_majority(stats, float(result.best_error))
+    cv_beat_majority = beats_majority(stats, float(result.best_error))
     for point in sorted(result.path, key=lambda point: point["error"]):   # stable: path order
         if not _degenerate_refit(tree, stats, votes_fn, {**(fixed or {}), **point["params"]},
-                                 beats_majority):
+                                 cv_beat_majority):
             return point["params"]
     return result.best_params
 
