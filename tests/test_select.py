@@ -200,9 +200,9 @@ def test_ties_go_to_the_centre_of_the_grid():
 
 
 def test_a_float32_search_after_a_float64_one_in_the_same_process():
-    """JAX converts a module-level NumPy array once for a process: after a float64 search the
-    paper's log grid came back float64 to a float32 one, whose two-stage loop then failed on
-    mixed dtypes. The grid now takes the folds' float dtype."""
+    """After a float64 search, ``jnp.asarray`` handed the paper's module-level log grid (a NumPy
+    array) back as float64 to a float32 search in the same process, whose two-stage loop then
+    failed on mixed dtypes. The grid now takes the folds' float dtype."""
     X = np.arange(8.0)[:, None]
     y = np.array([0, 0, 1, 0, 1, 1, 1, 1])
     with jax.enable_x64(True):
