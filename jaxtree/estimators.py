@@ -828,7 +828,11 @@ class PrunedTreeClassifier(TreeClassifierBase):
         (Nock 2002's test, ``c``, ``delta``, ``resample``), ``"rep"`` (reduced-error pruning on a
         hold-out part) or ``"min_size"`` (fewest training errors per size, size chosen by
         ``selection``).
-      partition, max_depth, min_split, split: T0, as in :class:`PACBayesTreeClassifier`.
+      partition, max_depth, min_split, split: T0, as in :class:`PACBayesTreeClassifier`. The
+        default T0 is the paper's KD tree with cycled coordinates (its baselines are measured
+        on it); it splits without the labels, and ``partition="cart", split="spread"`` prunes
+        a CART tree instead, the better model where the labels decide the splits (spam, a
+        stratified 1,500 training rows: C1's test error 0.089 against 0.191).
       lam: λ of C1/SN, the price of a leaf in training errors; None (default): tuned.
       c: the constant in front of the KM / optimistic / SRM penalty (1: the formula as stated);
         None (default): tuned.
