@@ -742,12 +742,18 @@ def refit_collapsed(tree: Tree, stats: NodeStats, node_proba, log_weights) -> bo
     """Whether the posterior predictive of ``log_weights`` ``[nodes]`` (node frequencies
     ``node_proba`` ``[nodes, L]``) gives one class at every leaf of T0 that holds training
     points, i.e. to every training point, while those points (``stats``) have two classes or
-    more. The check of :func:`jaxtree.fitting.skip_collapsed_refit`, run after every fit, in
-    NumPy on the host (:func:`path_scores`): :func:`jaxtree.pacbayes.node_predictive` jitted
-    compiles in 0.18 s at each new tree shape (a process's first fit on 3,000 rows of spam)
-    where this takes 0.9 ms."""
+    more. The check of :func:`jaxtree.fitting.skip_collapsed_refit`, run after every fit: the
+    root-path sums of :func:`jaxtree.pacbayes.node_predictive` taken in NumPy on the host, level by
+    level down T0, because that function jitted compiles in 0.18 s at each new tree shape (a
+    process's first fit on 3,000 rows of spam) where this takes 0.9 ms."""
+    internal, left = np.asarray(tree.internal), np.asarray(tree.left_child)
+    depth = np.asarray(tree.node_depth)
     predictive = np.exp(np.asarray(log_weights, np.float64))[:, None] * np.asarray(node_proba)
-    return _one_class(stats, _occupied_leaf_scores(tree, stats, predictive)[1])
+    for level in range(int(depth[internal].max(initial=-1)) + 1):   # add each parent's sum
+        parents = np.flatnonzero(internal & (depth == level))
+        for children in (left[parents], left[parents] + 1):
+            predictive[children] += predictive[parents]
+    return _one_class(stats, predictive[_occupied_leaves(tree, stats)])
 
 
 def refit_outcome(tree: Tree, stats: NodeStats, votes_fn: Callable, params: dict
@@ -758,43 +764,31 @@ def refit_outcome(tree: Tree, stats: NodeStats, votes_fn: Callable, params: dict
     whose leaves weigh less than the float resolution beside a root of equal class counts),
     and whether it gives one class to every point while they hold two classes or more
     (:func:`refit_collapsed` for any votes function). The points of a leaf share its root-path
-    votes, so the statistics suffice: no point is routed, and a distributed fit's global
-    statistics give every process the same answer."""
-    votes = np.asarray(_dense_votes(tree, stats, votes_fn, jax.tree.map(jnp.asarray, params)))
-    weight, scores = _occupied_leaf_scores(tree, stats, votes)
-    unresolved = np.asarray(tied_at_top(jnp.asarray(scores))).sum(axis=1) > 1
-    return float(weight @ unresolved / weight.sum()), _one_class(stats, scores)
+    votes (the engine's top-down pass, as :func:`jaxtree.pacbayes.node_predictive`), so the
+    statistics suffice: no point is routed, and a distributed fit's global statistics give
+    every process the same answer."""
+    occupied = _occupied_leaves(tree, stats)
+    scores = _node_scores(tree, stats, votes_fn, jax.tree.map(jnp.asarray, params))[occupied]
+    unresolved = np.asarray(tied_at_top(scores)).sum(axis=1) > 1
+    weight = np.asarray(stats.total)[occupied]
+    return float(weight @ unresolved / weight.sum()), _one_class(stats, np.asarray(scores))
 
 
 @functools.partial(jax.jit, static_argnames=("votes_fn",))
-def _dense_votes(tree, stats, votes_fn, params):
-    """``[nodes, L]`` votes of ``votes_fn`` (a ``(weight, label)`` pair made one-hot)."""
+def _node_scores(tree, stats, votes_fn, params):
+    """``[nodes, L]`` the class scores of the points that end at each node: the votes of
+    ``votes_fn`` (a ``(weight, label)`` pair made one-hot) summed over its root path."""
     votes = votes_fn(tree, stats, params)
     if isinstance(votes, tuple):
         weight, label = votes
-        return weight[:, None] * jax.nn.one_hot(label, stats.counts.shape[-1], dtype=weight.dtype)
-    return votes
+        votes = weight[:, None] * jax.nn.one_hot(label, stats.counts.shape[-1],
+                                                 dtype=weight.dtype)
+    return root_path_sum(tree.layout, votes)
 
 
-def path_scores(tree: Tree, node_votes) -> np.ndarray:
-    """``[nodes, L]`` the class scores of the points that end at each node: the sums of
-    ``node_votes`` ``[nodes, L]`` over its root path (:func:`point_scores` without the points),
-    in NumPy and the votes' dtype, level by level down T0."""
-    internal, left = np.asarray(tree.internal), np.asarray(tree.left_child)
-    depth = np.asarray(tree.node_depth)
-    scores = np.array(node_votes)
-    for level in range(int(depth[internal].max(initial=-1)) + 1):   # add each parent's sum
-        parents = np.flatnonzero(internal & (depth == level))
-        for children in (left[parents], left[parents] + 1):
-            scores[children] += scores[parents]
-    return scores
-
-
-def _occupied_leaf_scores(tree, stats, node_votes) -> tuple[np.ndarray, np.ndarray]:
-    """The leaves of T0 that hold training points: their weights ``[m]`` and path scores."""
-    total = np.asarray(stats.total)
-    occupied = ~np.asarray(tree.internal) & (total > 0)
-    return total[occupied], path_scores(tree, node_votes)[occupied]
+def _occupied_leaves(tree, stats) -> np.ndarray:
+    """``[nodes]`` bool: the leaves of T0 that hold training points."""
+    return ~np.asarray(tree.internal) & (np.asarray(stats.total) > 0)
 
 
 def _one_class(stats, leaf_scores) -> bool:
