@@ -40,3 +40,32 @@ def test_a_setting_chosen_on_half_the_points_is_scored_on_the_other_half():
     # the least one: it is scored on points the choice did not see
     score = selection_screens._chosen_on_half(noisy)
     assert noisy.mean(axis=1).min() < score <= noisy.mean(axis=1).max()
+
+
+def test_heldout_parse_codes_categories_in_sorted_order_and_keeps_numbers():
+    from experiments import heldout
+    text = "1.5, b, yes\n-2, a ,no\n\n0, c, yes\n"
+    X, y = heldout.parse(text)
+    np.testing.assert_array_equal(X, [[1.5, 1.0], [-2.0, 0.0], [0.0, 2.0]])
+    np.testing.assert_array_equal(y, [1, 0, 1])     # "no" < "yes"
+    assert X.dtype == np.float64
+
+
+def test_heldout_suite_leaves_out_the_tuning_suites_datasets():
+    import zipfile
+
+    from experiments import heldout
+    raw = [f"{heldout.RAW}{name}.dat" for name in ("iris", "pima", "wdbc", "vowel")]
+    archive = zipfile.ZipFile(_zip_with(raw))
+    assert heldout.names(archive) == ["pima", "vowel"]
+
+
+def _zip_with(paths):
+    import io
+    import zipfile
+    buffer = io.BytesIO()
+    with zipfile.ZipFile(buffer, "w") as archive:
+        for path in paths:
+            archive.writestr(path, "0,0\n")
+    buffer.seek(0)
+    return buffer
