@@ -327,7 +327,7 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
 
     def _select_params(self, X, y, weight=None, cv_data=None):
         """Apply the ``tune`` option (class docstring); sets ``best_params_``, ``cv_results_``.
-        ``cv_data``: None (deal the distinct rows of ``X``, ``y``, weighted by ``weight``, into
+        ``cv_data``: None (deal the distinct rows of ``X``, weighted by ``weight``, into
         ``cv`` folds, :func:`jaxtree.fitting.fold_weights`), or a function returning keyword
         arguments of :func:`jaxtree.select.tune` with prepared ``folds`` (and ``errors_fn``),
         called only when tuning (the distributed fit)."""
@@ -394,9 +394,9 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
 
     def _cv_folds(self, X, y, weight):
         """The ``folds`` of :func:`jaxtree.select.tune`: :class:`jaxtree.select.Folds` of the
-        padded sample, the distinct rows dealt into ``cv`` folds by the key of ``random_state``
-        (:func:`jaxtree.fitting.cv_folds`: what :func:`jaxtree.fit` does), with T0 grown on each
-        fold's training part when :meth:`_per_fold_trees`."""
+        padded sample, its distinct feature vectors dealt into ``cv`` folds by the key of
+        ``random_state`` (:func:`jaxtree.fitting.cv_folds`: what :func:`jaxtree.fit` does), with
+        T0 grown on each fold's training part when :meth:`_per_fold_trees`."""
         config = self._fit_config(X, weight)
         grow_key, fold_key = fitting.fit_keys(self._key())
         return _cv_folds(X, y, weight, fold_key, grow_key, self.tree_, config,
@@ -755,7 +755,7 @@ class PACBayesTreeClassifier(TreeClassifierBase):
                              "drop certify, or pass the rows to keep with weight 1")
         share = self._prior_share()
         X, y, weight = self._padded_sample(X, y, weight)
-        prior, rest = np.asarray(fitting.holdout_weights(X, y, weight, _holdout_key(self._key()),
+        prior, rest = np.asarray(fitting.holdout_weights(X, weight, _holdout_key(self._key()),
                                                          share))
         held, kept = int(prior.sum()), int(rest.sum())
         if held < 2 or kept < 2:
@@ -858,9 +858,9 @@ class PrunedTreeClassifier(TreeClassifierBase):
         penalty, so the validation error has no useful gradient. ``"rep"`` and
         ``"min_size"`` with ``selection="cv"`` have nothing to tune (their hold-out part picks
         the pruning): ``best_params_`` is then ``{}``.
-      cv: number of CV folds of the tuning (the distinct rows dealt by ``random_state``), or a
-        scikit-learn splitter or an iterable of ``(train, test)`` index arrays, as
-        ``GridSearchCV`` takes.
+      cv: number of CV folds of the tuning (the distinct feature vectors dealt by
+        ``random_state``), or a scikit-learn splitter or an iterable of ``(train, test)`` index
+        arrays, as ``GridSearchCV`` takes.
       random_state: seed of the S1/S2 split and of the CV folds (and, with ``partition="cart"``,
         of the ties between features in the grown tree).
       cv_trees: which T0 the CV folds use, as in :class:`PACBayesTreeClassifier`: ``"auto"``
@@ -936,7 +936,7 @@ class PrunedTreeClassifier(TreeClassifierBase):
         if not 0 < self.holdout < 1:
             raise ValueError(f"holdout must be in (0, 1); got {self.holdout!r}")
         held, grow = np.asarray(fitting.holdout_weights(
-            X, y, weight, _holdout_key(self._key()), self.holdout))
+            X, weight, _holdout_key(self._key()), self.holdout))
         if np.count_nonzero(grow) < 2 or not held.any():
             raise ValueError(f"holdout={self.holdout} splits {np.count_nonzero(weight)} samples "
                              f"into {np.count_nonzero(grow)} to grow T0 and "

@@ -10,8 +10,9 @@ over stacked datasets of one shape) and ``jax.grad`` (in given λ's), on any bac
 
 Sample weights are the one way rows enter or leave a fit: weight 0 is a row that is absent
 (padding, a bootstrap's unpicked rows), and integer weights give the same model as repeated
-rows. For that the CV deals *distinct rows* to folds (:func:`fold_weights`): every copy of a row
-lands in one fold, as every unit of its weight does.
+rows. For that the CV deals *distinct feature vectors* to folds (:func:`fold_weights`): every copy
+of a row lands in one fold, as every unit of its weight does, and so do all the labels seen at
+one ``x``.
 
 :class:`FittedTree` is the result, a pytree; :func:`predict_proba` gives ``[n, L]`` class
 probabilities. The estimators (:class:`jaxtree.PACBayesTreeClassifier`) are a shell over this:
@@ -222,19 +223,22 @@ def widen_until_uncapped(run, config, shape):
 
 # ---------------------------------------------------------------------------------------------
 # Folds as weights
-def row_ranks(X: Array, y: Array, weight: Array, key: Array) -> Array:
-    """``[n]`` int32 dense ranks of the distinct rows ``(x, y)`` of positive weight in an order
-    drawn with ``key`` (equal rows share a rank; rows of weight 0 get −1).
+def row_ranks(X: Array, weight: Array, key: Array) -> Array:
+    """``[n]`` int32 dense ranks of the distinct feature vectors ``x`` of positive weight in an
+    order drawn with ``key`` (rows with equal features share a rank, whatever their labels; rows
+    of weight 0 get −1).
 
-    The order is that of a seeded hash of each row's bits and label, so it is a function of the
-    rows' values alone: a sample and the same sample with some rows repeated rank their distinct
-    rows alike."""
+    The order is that of a seeded hash of each row's bits, so it is a function of the rows'
+    values alone: a sample and the same sample with some rows repeated rank their distinct rows
+    alike. The labels are left out so that the rows of one ``x`` land on one side of a split
+    with all their labels: were ``(x, 0)`` and ``(x, 1)`` dealt apart, a fold that trains on
+    one would be validated on the other, and where most rows repeat (categorical data: 2,201
+    titanic passengers, 14 distinct rows) the CV would score learning as worse than guessing."""
     bits = jax.lax.bitcast_convert_type(X.astype(jnp.float32), jnp.uint32)
     seed = jax.random.bits(key, (2,), jnp.uint32)
     columns = jnp.arange(1, X.shape[1] + 1, dtype=jnp.uint32)
     mixed = _mix(bits * jnp.uint32(0x9E3779B1) + columns * seed[0])
-    code = _mix(jnp.sum(_mix(mixed + columns), axis=1, dtype=jnp.uint32)
-                ^ (y.astype(jnp.uint32) * jnp.uint32(0x85EBCA77) + seed[1]))
+    code = _mix(jnp.sum(_mix(mixed + columns), axis=1, dtype=jnp.uint32) ^ seed[1])
     # rows of weight 0 sort last and are then masked
     present = weight > 0
     order = jnp.lexsort((code, ~present))
@@ -254,16 +258,16 @@ def _mix(h: Array) -> Array:
     return h ^ (h >> 16)
 
 
-def fold_weights(X: Array, y: Array, weight: Array, key: Array, folds: int) -> Array:
-    """``[folds, n]`` the validation weights of a ``folds``-fold CV: fold f validates the distinct
-    rows whose rank (:func:`row_ranks`) is f modulo ``folds``, with their full weight; its
+def fold_weights(X: Array, weight: Array, key: Array, folds: int) -> Array:
+    """``[folds, n]`` the validation weights of a ``folds``-fold CV: fold f validates the rows
+    whose features' rank (:func:`row_ranks`) is f modulo ``folds``, with their full weight; its
     training part is ``weight`` minus that. Every row of positive weight is validated exactly
-    once, and the parts hold about equal numbers of distinct rows."""
-    fold_of = row_ranks(X, y, weight, key) % folds
+    once, and the parts hold about equal numbers of distinct feature vectors."""
+    fold_of = row_ranks(X, weight, key) % folds
     return jnp.where(fold_of[None, :] == jnp.arange(folds)[:, None], weight[None, :], 0.0)
 
 
-def train_masks(X, y, folds: int, random_state: int = 0, weight=None) -> np.ndarray:
+def train_masks(X, folds: int, random_state: int = 0, weight=None) -> np.ndarray:
     """``[folds, n]`` bool, True in fold f's training part: the folds that :func:`fit` and the
     estimators (``random_state``) deal, in the form :func:`jaxtree.prepare_folds` takes —
     to reproduce their CV with the functional API. ``X`` is taken in float32 (the estimators'
@@ -271,13 +275,14 @@ def train_masks(X, y, folds: int, random_state: int = 0, weight=None) -> np.ndar
     X = jnp.asarray(X, jnp.float32)
     weight = jnp.ones(X.shape[0]) if weight is None else jnp.asarray(weight)
     key = fit_keys(jax.random.PRNGKey(random_state))[1]
-    return ~(np.asarray(fold_weights(X, jnp.asarray(y), weight, key, folds)) > 0)
+    return ~(np.asarray(fold_weights(X, weight, key, folds)) > 0)
 
 
-def holdout_weights(X: Array, y: Array, weight: Array, key: Array, fraction: float) -> Array:
-    """``[2, n]`` weights of a split of the distinct rows: ``[0]`` the share ``fraction`` of them
-    (S0), ``[1]`` the others; each row keeps its weight on its side."""
-    ranks = row_ranks(X, y, weight, key)
+def holdout_weights(X: Array, weight: Array, key: Array, fraction: float) -> Array:
+    """``[2, n]`` weights of a split of the distinct feature vectors (:func:`row_ranks`):
+    ``[0]`` the share ``fraction`` of them (S0), ``[1]`` the others; each row keeps its weight
+    on its side."""
+    ranks = row_ranks(X, weight, key)
     distinct = jnp.max(ranks) + 1
     first = (ranks >= 0) & (ranks < jnp.round(fraction * distinct))
     return jnp.stack([jnp.where(first, weight, 0.0), jnp.where(first | (ranks < 0), 0.0, weight)])
@@ -296,7 +301,7 @@ def cv_folds(X: Array, y: Array, weight: Array, fold_key: Array, grow_key: Array
     folds' trees' depth (:func:`jaxtree.grow_tree`). ``fold_counts``: None, or with
     ``fold_trees`` their class counts on their training parts ``[cv, nodes, L]``
     (:attr:`jaxtree.GrowInfo.counts`), so the rows are not counted again."""
-    train, valid = fold_parts(X, y, weight, fold_key, config.cv, splits)
+    train, valid = fold_parts(X, weight, fold_key, config.cv, splits)
     k = config.cv
     trees, counts = fold_trees, fold_counts
     if config.per_fold_trees and trees is None:
@@ -321,12 +326,12 @@ def cv_folds(X: Array, y: Array, weight: Array, fold_key: Array, grow_key: Array
                         weight=valid.astype(tree.threshold.dtype), tree=trees)
 
 
-def fold_parts(X, y, weight, fold_key, folds: int, splits=None) -> tuple[Array, Array]:
+def fold_parts(X, weight, fold_key, folds: int, splits=None) -> tuple[Array, Array]:
     """``(train, valid)`` ``[folds, n]`` weights of the CV's parts: the dealt folds
     (:func:`fold_weights`), or the given ``splits`` ``[2, folds, n]``."""
     if splits is not None:
         return splits[0], splits[1]
-    valid = fold_weights(X, y, weight, fold_key, folds)
+    valid = fold_weights(X, weight, fold_key, folds)
     return weight[None, :] - valid, valid
 
 
@@ -598,7 +603,7 @@ def _grow_program(X, y, weight, key, depth_limit, splits, config: FitConfig):
     one copy of the builder in the program), else None for those."""
     grow_key, fold_key = fit_keys(key)
     if config.tuned and config.per_fold_trees:
-        train = fold_parts(X, y, weight, fold_key, config.cv, splits)[0]
+        train = fold_parts(X, weight, fold_key, config.cv, splits)[0]
         trees, infos = grow_trees(
             X, y, jnp.concatenate([weight[None, :], train]),
             jnp.concatenate([grow_key[None], fold_tree_keys(grow_key, config.cv)]), config.grow,

@@ -381,8 +381,8 @@ class TreeRegressorBase(RegressorMixin, BaseEstimator):
         (CART's sums and ``min_split``, the KD tree's medians), the node statistics, the CV
         folds' training parts and their validation squared errors (a weighted mean) — so an
         integer weight is the same as that many copies of the row, and weight 0 the same as
-        leaving the row out. With an integer ``cv`` the folds deal the distinct rows ``(x, y)``
-        (:func:`jaxtree.fitting.fold_weights`), so a row's copies stay together."""
+        leaving the row out. With an integer ``cv`` the folds deal the distinct feature vectors
+        ``x`` (:func:`jaxtree.fitting.fold_weights`), so a row's copies stay together."""
         with _naming("X"):
             validate_data(self, X, dtype=float_dtype(), ensure_min_samples=2)
         with _naming("y"):
@@ -487,22 +487,20 @@ class TreeRegressorBase(RegressorMixin, BaseEstimator):
 
     def _folds(self, X, y, z, weight):
         """The weighted folds of the λ search (:func:`regression_folds`). An integer ``cv``
-        deals the distinct rows ``(x, y)`` of positive weight by the key of ``random_state``
+        deals the distinct feature vectors ``x`` of positive weight by the key of ``random_state``
         (:func:`jaxtree.fitting.fold_weights`, as the classifiers; fewer folds, with a warning,
-        for fewer distinct rows: :func:`jaxtree.select.small_sample_folds`); a splitter or
+        for fewer distinct ``x``: :func:`jaxtree.select.small_sample_folds`); a splitter or
         iterable of ``(train, test)`` indices gives the parts itself. T0 is grown on each
         training part for ``cv_trees="per_fold"`` (``"auto"``: for CART)."""
         per_fold = self.cv_trees == "per_fold" or (self.cv_trees == "auto"
                                                    and self.partition == "cart")
         if isinstance(self.cv, (int, np.integer)):
             key = fitting.fit_keys(_random_key(self.random_state))[1]
-            # the rows' hash reads integer labels: the targets' float32 bits
-            rows = (jnp.asarray(X), jnp.asarray(np.asarray(y, np.float32).view(np.uint32)),
-                    jnp.asarray(weight > 0, X.dtype), key)
+            rows = (jnp.asarray(X), jnp.asarray(weight > 0, X.dtype), key)
             distinct = int(jnp.max(fitting.row_ranks(*rows))) + 1
             if distinct < 2:
-                raise ValueError("cross-validation needs at least 2 distinct rows (x, y) of "
-                                 "positive weight; give the λ's and tune=None")
+                raise ValueError("cross-validation needs at least 2 distinct rows x of positive "
+                                 "weight; give the λ's and tune=None")
             count, per_fold = select.small_sample_folds(distinct, int(self.cv), per_fold)
             in_valid = np.asarray(fitting.fold_weights(*rows, count)) > 0
             in_train = ~in_valid
@@ -541,7 +539,7 @@ class PACBayesTreeRegressor(TreeRegressorBase):
       tune: ``"auto"`` (the λ's left at None by the paper's protocol on the validation squared
         error: 2-fold CV over 2^linspace(-8, 6, 10) each, then 10 values from half to twice
         the best; ties to smaller λ1, larger λ2), ``"grid"`` (all of them) or None.
-      cv: the number of CV folds, dealt over the distinct rows ``(x, y)`` as the classifiers
+      cv: the number of CV folds, dealt over the distinct feature vectors ``x`` as the classifiers
         deal them (:func:`jaxtree.fitting.fold_weights`), or a scikit-learn CV splitter or
         iterable of ``(train, test)`` index arrays.
       random_state: the seed that deals the folds and breaks CART's ties.

@@ -156,10 +156,10 @@ def test_certified_fit_splits_the_sample(certified_problem):
     model = jaxtree.PACBayesTreeClassifier(partition="kd", split="cycle", max_depth=4, lam1=2.0,
                                            lam2=0.5, certify=0.4, proba="majority",
                                            random_state=1).fit(X, y)
-    # S0: the share 0.4 of the distinct rows, dealt by the hold-out key of random_state=1
+    # S0: the share 0.4 of the distinct feature vectors, dealt by the hold-out key of random_state=1
     key = jax.random.fold_in(jax.random.PRNGKey(1), 1)
-    prior, _ = np.asarray(fitting.holdout_weights(X.astype(np.float32), y, np.ones(len(y)),
-                                                  key, 0.4))
+    prior, _ = np.asarray(fitting.holdout_weights(X.astype(np.float32), np.ones(len(y)), key,
+                                                  0.4))
     prior_rows, rows = np.flatnonzero(prior), np.flatnonzero(prior == 0)
     assert len(prior_rows) == round(0.4 * len(y))
     tree = jaxtree.kd_tree(X[prior_rows], max_depth=4, y=y[prior_rows])

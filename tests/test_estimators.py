@@ -257,7 +257,7 @@ def test_cv_takes_explicit_splits_as_gridsearchcv_does(partition):
     from jaxtree import fitting
     X, y = data(3)
     dealt = PACBayesTreeClassifier(partition=partition).fit(X, y)
-    masks = fitting.train_masks(X, y, dealt.cv)
+    masks = fitting.train_masks(X, dealt.cv)
     splits = [(np.flatnonzero(m), np.flatnonzero(~m)) for m in masks]
     given = PACBayesTreeClassifier(partition=partition, cv=splits).fit(X, y)
     assert given.best_params_ == dealt.best_params_

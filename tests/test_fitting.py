@@ -101,7 +101,7 @@ def test_tuned_lambdas_equal_the_grid_search_on_the_same_folds():
     X, y = noisy_problem(n=150, classes=3)
     model = fitted(X, y, partition="kd", smoothing=0.5)
     key = fitting.fit_keys(jax.random.PRNGKey(0))[1]
-    valid = np.asarray(fitting.fold_weights(X, y, jnp.ones(len(y)), key, 2)) > 0
+    valid = np.asarray(fitting.fold_weights(X, jnp.ones(len(y)), key, 2)) > 0
     folds = select.prepare_folds(model.tree, X, y, 3, ~valid)
     reference = select.paper_search(model.tree, folds, select.pacbayes_votes,
                                     fixed={"smoothing": 0.5})
@@ -114,20 +114,37 @@ def test_folds_deal_distinct_rows_and_keep_copies_together():
     X, y = noisy_problem(n=60)
     rows = np.r_[np.arange(60), np.arange(20)]          # the first 20 rows twice
     weight = np.r_[np.ones(60), np.ones(20)].astype(np.float32)
-    valid = np.asarray(fitting.fold_weights(X[rows], y[rows], weight, jax.random.PRNGKey(5), 3))
+    valid = np.asarray(fitting.fold_weights(X[rows], weight, jax.random.PRNGKey(5), 3))
     np.testing.assert_array_equal(valid.sum(axis=0), weight)        # validated once each
     fold_of = valid.argmax(axis=0)
     np.testing.assert_array_equal(fold_of[:20], fold_of[60:])       # copies in one fold
     sizes = np.bincount(fold_of[:60], minlength=3)
     assert sizes.max() - sizes.min() <= 1                            # distinct rows dealt evenly
-    other_key = np.asarray(fitting.fold_weights(X, y, weight[:60], jax.random.PRNGKey(6), 3))
+    other_key = np.asarray(fitting.fold_weights(X, weight[:60], jax.random.PRNGKey(6), 3))
     assert not np.array_equal(other_key.argmax(axis=0), fold_of[:60])
 
 
+def test_folds_keep_the_labels_of_one_x_together():
+    """Rows of equal features and different labels are validated in one fold: dealt apart, a
+    fold would train on one label and be scored on the other (the CV of data whose rows repeat
+    with mixed labels, such as categorical tables, then scores learning below guessing)."""
+    rng = np.random.default_rng(0)
+    X = rng.integers(0, 3, (200, 2)).astype(np.float32)       # 9 distinct rows
+    y = rng.integers(0, 2, 200)
+    valid = np.asarray(fitting.fold_weights(X, np.ones(200, np.float32),
+                                            jax.random.PRNGKey(1), 2))
+    fold_of = valid.argmax(axis=0)
+    cell = X[:, 0] * 3 + X[:, 1]
+    for value in np.unique(cell):
+        assert len(np.unique(fold_of[cell == value])) == 1
+        assert len(np.unique(y[cell == value])) == 2           # both labels at this x
+    assert set(fold_of) == {0, 1}
+
+
 def test_holdout_weights_split_distinct_rows():
-    X, y = noisy_problem(n=40)
+    X, _ = noisy_problem(n=40)
     weight = np.r_[np.full(30, 2.0), np.zeros(10)].astype(np.float32)
-    first, second = np.asarray(fitting.holdout_weights(X, y, weight, jax.random.PRNGKey(0), 0.5))
+    first, second = np.asarray(fitting.holdout_weights(X, weight, jax.random.PRNGKey(0), 0.5))
     np.testing.assert_array_equal(first + second, weight)
     assert np.count_nonzero(first) == 15 and np.count_nonzero(second) == 15
 

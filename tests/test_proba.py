@@ -240,7 +240,7 @@ def test_estimator_selects_by_log_loss():
     X, y, tree, _ = small_problem(kd_tree)
     est = jaxtree.PACBayesTreeClassifier(partition="kd", split="cycle", max_depth=4,
                                          min_split=4, scoring="neg_log_loss").fit(X, y)
-    masks = fitting.train_masks(X, y, 2)      # the estimator's folds (distinct rows, seed 0)
+    masks = fitting.train_masks(X, 2)      # the estimator's folds (distinct x, seed 0)
     folds = select.prepare_folds(tree, X, jnp.asarray(y), L, masks)
     result = select.paper_search(tree, folds, select.pacbayes_votes,
                                  fixed={"smoothing": 0.5}, scoring="neg_log_loss")

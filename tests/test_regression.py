@@ -122,7 +122,7 @@ def test_cv_errors_equal_a_plain_loop_over_per_fold_trees(weighted):
         X, y, sample_weight=weight if weighted else None)
     results = model.cv_results_
     # the distinct rows (x, y) dealt by their hash (the targets' float32 bits as labels)
-    masks = fitting.train_masks(X, np.float32(y).view(np.uint32), 3, 0)
+    masks = fitting.train_masks(X, 3, 0)
     # the weighted standardisation, then the model's dtype (float32 unless x64)
     shift = np.average(y, weights=weight)
     scale = np.sqrt(np.average(np.square(y - shift), weights=weight))

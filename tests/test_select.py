@@ -543,7 +543,7 @@ def test_estimator_grows_cart_t0_per_fold():
     assert model.cv == 2                      # the default (docs/theory/selection.md)
     assert {f"split{f}_test_score" for f in range(3)} & set(model.cv_results_) == \
         {f"split{f}_test_score" for f in range(2)}
-    masks = fitting.train_masks(X, y, 2)      # the estimator's folds (distinct rows, seed 0)
+    masks = fitting.train_masks(X, 2)      # the estimator's folds (distinct x, seed 0)
     folds = select.prepare_fold_trees(_binned_cart(len(y), estimators.CART_MIN_SPLIT), X, y, 3,
                                       masks)
     best = select.paper_search(None, folds, select.pacbayes_votes,     # the CV scores the
@@ -570,7 +570,7 @@ def test_baselines_grow_cart_t0_per_fold(method):   # the estimator's twin runs 
                prune.c1_votes, "lam"),
         "hs": (jaxtree.HSVoteClassifier(partition="cart"), hsvote.hs_votes, "eta")}[method]
     model.fit(X, y)
-    masks = fitting.train_masks(X, y, 2)
+    masks = fitting.train_masks(X, 2)
     folds = select.prepare_fold_trees(_binned_cart(len(y)), X, y, 2, masks)
     direction = -1 if method == "hs" else +1
     best = select.paper_search(None, folds, votes_fn, ((name, direction),),
@@ -589,7 +589,7 @@ def test_estimator_tuning_options():
     auto = jaxtree.PACBayesTreeClassifier(**kd).fit(X, labels)
     tree = jaxtree.kd_tree(X, max_depth=DEPTH, y=y, split="spread")
     folds = select.prepare_folds(tree, X, jnp.asarray(y), L,
-                                 fitting.train_masks(X, y, auto.cv))
+                                 fitting.train_masks(X, auto.cv))
     # the estimator selects λ on the probabilities predict_proba gives (the posterior predictive)
     best = select.paper_search(tree, folds, select.pacbayes_votes,
                                fixed={"smoothing": auto.smoothing}).best_params

@@ -48,7 +48,7 @@ def test_c1_choice_equals_an_independent_grid_search():
     tree = jaxtree.kd_tree(X, max_depth=DEPTH, y=labels)
     stats = jaxtree.node_stats(tree, X, jnp.asarray(labels), 2)
     folds = select.prepare_folds(tree, X, jnp.asarray(labels), 2,
-                                 fitting.train_masks(X, labels, 2))
+                                 fitting.train_masks(X, 2))
     root_errors = min(np.sum(labels), np.sum(1 - labels))
     assert float(stats.errors[0]) == root_errors
     search = select.paper_search(tree, folds, prune.c1_votes, (("lam", +1),),
