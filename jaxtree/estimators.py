@@ -64,7 +64,9 @@ PROBA_MODES = ("predictive", "majority")
 #: (34 problems) its test error against scikit-learn's tuned tree was lower with 5 than with 2
 #: in each of three runs — geometric-mean ratio 0.974 against 0.980 (3 splits per problem) and
 #: 0.988 against 0.995 (6 splits), problems at or below the tuned tree 24 against 20 and 26
-#: against 24 of 34 — with a narrower layout (the level width bound is 2·n / min_split).
+#: against 24 of 34 — with a narrower layout (the level width bound is 2·n / min_split). All
+#: on one draw of the CV's folds; another draw moves such ratios by about ±0.02
+#: (experiments/results/benchmark_suite.md, "Fold noise"), so the evidence for 5 is weak.
 CART_MIN_SPLIT = 5
 # the node frequencies, one compiled program per tree shape (a compact layout's pass is a scan)
 _class_frequencies = jax.jit(class_frequencies)
