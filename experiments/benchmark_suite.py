@@ -230,8 +230,9 @@ def report(records: list, command: str, suite: str = "tuning") -> str:
         " (problems: `experiments/heldout.py`)" if suite == "heldout" else "")
     lines = [f"# {TITLES[suite]}", "",
              f"`{command}`: {len(mean)} problems × {splits} split(s), {minutes:.0f} min of "
-             f"fits on a shared 2-core CPU. Protocol: the docstring of {protocol}. Ratio: geometric mean over problems of "
-             f"(error + {FLOOR}) / (tuned tree's error + {FLOOR}).", "",
+             f"fits on a shared 2-core CPU. Protocol: the docstring of {protocol}. Ratio: "
+             f"geometric mean over problems of (error + {FLOOR}) / (tuned tree's error + "
+             f"{FLOOR}).", "",
              "| model | geo-mean error ratio to the tuned tree | problems at or below it |",
              "|---|---|---|"]
     for model, v in s["models"].items():

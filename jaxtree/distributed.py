@@ -472,8 +472,8 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     (:func:`grow_cart_t0`: the one-process fit's builder and T0 on the same rows and bins); KD
     and dyadic T0 by the host builders (order statistics and sums by the reducer). The CV folds
     are dealt over row positions (:func:`jaxtree.select.fold_masks`), where the one-process
-    ``estimator.fit`` deals them over distinct feature vectors, so on the same rows the two can select
-    other λ's.
+    ``estimator.fit`` deals them over distinct feature vectors, so on the same rows the two can
+    select other λ's.
 
     ``bins``: quantile bins of a CART T0 (``partition="cart"``; the one-process equal is
     ``jaxtree.cart_tree(..., bins=bins)``). ``chunk_size``: rows counted on the device at once.

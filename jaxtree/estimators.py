@@ -329,8 +329,8 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
 
     def _select_params(self, X, y, weight=None, cv_data=None):
         """Apply the ``tune`` option (class docstring); sets ``best_params_``, ``cv_results_``.
-        ``cv_data``: None (deal the distinct rows of ``X``, weighted by ``weight``, into
-        ``cv`` folds, :func:`jaxtree.fitting.fold_weights`), or a function returning keyword
+        ``cv_data``: None (deal the distinct feature vectors of ``X``, weighted by ``weight``,
+        into ``cv`` folds, :func:`jaxtree.fitting.fold_weights`), or a function returning keyword
         arguments of :func:`jaxtree.select.tune` with prepared ``folds`` (and ``errors_fn``),
         called only when tuning (the distributed fit)."""
         self.__dict__.pop("best_params_", None)
