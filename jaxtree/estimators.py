@@ -384,15 +384,20 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         """Parameters of the votes function that are not tuned, ``{name: scalar}``."""
         return {}
 
+    #: whether the model's prior charges nothing at empty nodes (the PAC-Bayes potentials), so
+    #: that ``cv_trees="auto"`` grows a KD T0 per fold too (:func:`jaxtree.fitting.per_fold_trees`)
+    _free_empty_nodes = False
+
     def _per_fold_trees(self) -> bool:
-        """Whether CV grows T0 on each fold's training part (the ``cv_trees`` parameter):
-        ``"auto"`` does for a label-aware T0 (``partition="cart"``), whose leaves would otherwise
-        have seen the validation labels; KD and dyadic trees split without looking at the labels
-        and keep one T0 for all folds (the paper's protocol)."""
-        mode = getattr(self, "cv_trees", "shared")
-        if mode not in ("auto", "shared", "per_fold"):
-            raise ValueError(f"cv_trees must be 'auto', 'shared' or 'per_fold'; got {mode!r}")
-        return mode == "per_fold" or (mode == "auto" and self.partition == "cart")
+        """Whether CV grows T0 on each fold's training part (the ``cv_trees`` parameter;
+        :func:`jaxtree.fitting.per_fold_trees`): ``"auto"`` does for a label-aware T0
+        (``partition="cart"``), whose leaves would otherwise have seen the validation labels,
+        and for the PAC-Bayes posterior on a KD T0; a dyadic T0, and a KD T0 under a pruning
+        method or the HS vote, is shared by all folds (the paper's protocol)."""
+        mode = getattr(self, "cv_trees", None)
+        if mode is None:            # no such parameter (the oblique tree): one T0 for all folds
+            return False
+        return fitting.per_fold_trees(mode, self.partition, self._free_empty_nodes)
 
     def _cv_folds(self, X, y, weight):
         """The ``folds`` of :func:`jaxtree.select.tune`: :class:`jaxtree.select.Folds` of the
@@ -564,11 +569,14 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         with 6 splits per problem 26 against 24, ratio 0.987 against 0.995), for a fit 2.2×
         as long.
       cv_trees: which T0 the CV folds use. ``"auto"`` (default): a T0 grown on each fold's
-        training part for a label-aware partition (``"cart"``: grown on all points, its leaves
-        have seen the validation labels and CV rewards trusting them), one T0 of all the points
-        for KD and dyadic trees (the paper's protocol); ``"per_fold"`` or ``"shared"`` force
-        either. The final model is refitted on T0 of all the points with the selected λ's.
-        A ``distributed`` fit shares one T0 between the folds.
+        training part for CART and KD trees, one T0 of all the points for a dyadic tree
+        (:func:`jaxtree.fitting.per_fold_trees`: a CART tree grown on all points has leaves
+        that have seen the validation labels; on a KD tree of all points a fold leaves cells
+        empty, and the free prunings of empty subtrees bias the CV towards deep posteriors;
+        a dyadic tree's cells, set by the geometry, are empty in the whole sample too);
+        ``"per_fold"`` or ``"shared"`` (the paper's protocol) force either. The final model is
+        refitted on T0 of all the points with the selected λ's. A ``distributed`` fit shares
+        one T0 between the folds.
       distributed: False, or True: ``fit(X, y)`` gets this process's block of rows spread over
         JAX processes (``jax.distributed`` initialised in each) and every process fits the model
         of all rows (:func:`jaxtree.distributed.fit`; a CART T0 then splits at 256 quantile bins).
@@ -612,6 +620,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         >>> print(np.asarray(model.predict_proba(X[:1])).round(3))
         [[0.699 0.301]]
     """
+
+    _free_empty_nodes = True      # φ = 0 at empty nodes: CV on trees grown per fold
 
     def __init__(self, partition="cart", max_depth=None, min_split=None, split="spread",
                  lam1=None, lam2=None, potentials="practical", delta=0.05, proba="predictive",
@@ -865,9 +875,10 @@ class PrunedTreeClassifier(TreeClassifierBase):
         arrays, as ``GridSearchCV`` takes.
       random_state: seed of the S1/S2 split and of the CV folds (and, with ``partition="cart"``,
         of the ties between features in the grown tree).
-      cv_trees: which T0 the CV folds use, as in :class:`PACBayesTreeClassifier`: ``"auto"``
-        (default) grows a CART T0 on each fold's training part and shares one T0 of all the
-        points for KD and dyadic trees; ``"per_fold"`` or ``"shared"`` force either.
+      cv_trees: which T0 the CV folds use: ``"auto"`` (default) grows a CART T0 on each
+        fold's training part and shares one T0 of all the points for KD and dyadic trees (a
+        pruning is one minimiser, which a fold's empty cells do not change:
+        :func:`jaxtree.fitting.per_fold_trees`); ``"per_fold"`` or ``"shared"`` force either.
 
       proba: ``"predictive"`` (default: the leaf's class frequencies, smoothed) or
         ``"majority"`` (one-hot leaf labels), as in :class:`PACBayesTreeClassifier`.
@@ -1081,8 +1092,9 @@ class HSVoteClassifier(TreeClassifierBase):
         is scale-free in n already: a grid in its own units serves every sample size.
       cv, random_state: number of CV folds and the seed that deals them; ``cv`` may also be a
         scikit-learn splitter or an iterable of ``(train, test)`` index arrays.
-      cv_trees: which T0 the CV folds use, as in :class:`PACBayesTreeClassifier` (``"auto"``:
-        per fold for ``partition="cart"``, shared for KD and dyadic trees).
+      cv_trees: which T0 the CV folds use, as in :class:`PrunedTreeClassifier` (``"auto"``:
+        per fold for ``partition="cart"``, shared for KD and dyadic trees: the HS prior is a
+        proper distribution over prunings, :func:`jaxtree.fitting.per_fold_trees`).
       bins, class_weight: as in :class:`PACBayesTreeClassifier`.
 
     Fitted attributes: ``classes_``, ``n_features_in_``, ``tree_``, ``stats_``,

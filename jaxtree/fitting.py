@@ -48,8 +48,37 @@ PROBA_MODES = ("predictive", "majority")
 TUNED_POTENTIALS = {"practical": select.pacbayes_votes,
                     "authors": select.pacbayes_authors_votes}
 POTENTIALS = ("practical", "authors", "theory")
+#: The values of ``cv_trees``: which T0 a CV fold uses (:func:`per_fold_trees`).
+CV_TREES = ("auto", "shared", "per_fold")
+
 #: Quantile bins of a CART T0 grown inside the fit (its split candidates per feature).
 DEFAULT_BINS = 64
+
+
+def per_fold_trees(cv_trees: str, partition: str, free_empty_nodes: bool) -> bool:
+    """Whether cross-validation grows T0 anew on each fold's training part (the estimators'
+    ``cv_trees``; docs/theory/selection.md, "One tree per fold").
+
+    ``"per_fold"`` and ``"shared"`` say so. ``"auto"`` grows per fold a CART T0 (grown on all
+    the points, its leaves have seen the validation labels) and, for a posterior whose prior
+    charges nothing at empty nodes (``free_empty_nodes``: the PAC-Bayes potentials, φ = 0
+    there), a KD T0: a fold holds half the points of a KD tree grown on all of them, which has
+    no empty cell, leaves many of its cells empty, and the prunings of those empty subtrees,
+    each of weight 1, pull the fold's posterior towards deep trees that the whole sample's does
+    not favour. A dyadic tree's cells are set by the geometry, empty in the whole sample too,
+    and a fold's own dyadic tree has nearly the same cells: it is shared. A pruning method (C1,
+    SN, …: one minimising pruning, which free splits into empty cells do not change) and the
+    HS vote (a prior that charges every split, a proper distribution over prunings) share a
+    label-blind KD or dyadic T0 between the folds, as the paper does.
+
+    Raises:
+      ValueError: ``cv_trees`` is not one of :data:`CV_TREES`.
+    """
+    if cv_trees not in CV_TREES:
+        raise ValueError(f"cv_trees must be 'auto', 'shared' or 'per_fold'; got {cv_trees!r}")
+    if cv_trees == "auto":
+        return partition == "cart" or (free_empty_nodes and partition == "kd")
+    return cv_trees == "per_fold"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -407,8 +436,9 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
       scoring: the CV's criterion, ``"accuracy"``, ``"neg_log_loss"`` or ``"neg_brier_score"``.
       tune: ``"auto"`` (select the λ's left None) or None (all must be given).
       cv: number of CV folds.
-      cv_trees: ``"auto"`` (a CART T0 is grown anew on each fold's training part, a KD or
-        dyadic one is shared), ``"shared"`` or ``"per_fold"``.
+      cv_trees: ``"auto"`` (the default: a CART or KD T0 is grown anew on each fold's
+        training part, a dyadic one shared: :func:`per_fold_trees`), ``"per_fold"`` or
+        ``"shared"`` (one T0 of all the points).
       random_state: the seed of a CART T0's ties between features (static; ``key`` draws the
         rest).
       missing: whether ``X`` may hold NaN, whose side each CART split learns
@@ -493,8 +523,7 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
     if tune not in ("auto", None):
         raise ValueError(f"tune must be 'auto' or None in jaxtree.fit; got {tune!r} (gradient "
                          f"and bound tuning are estimator options)")
-    if cv_trees not in ("auto", "shared", "per_fold"):
-        raise ValueError(f"cv_trees must be 'auto', 'shared' or 'per_fold'; got {cv_trees!r}")
+    per_fold = per_fold_trees(cv_trees, partition, free_empty_nodes=True)
     names = ("lam1",) if potentials == "theory" else ("lam1", "lam2")
     given = {"lam1": lam1, "lam2": lam2}
     tuned = tuple(name for name in names if given[name] is None)
@@ -522,7 +551,6 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
                       num_classes=num_classes, random_state=random_state, missing=missing,
                       max_distinct=max_distinct)
     check_grow_config(grow)
-    per_fold = cv_trees == "per_fold" or (cv_trees == "auto" and partition == "cart")
     return FitConfig(grow=grow, potentials=potentials, proba=proba, tuned=tuned, cv=int(cv),
                      per_fold_trees=per_fold, scoring=scoring)
 

@@ -436,9 +436,7 @@ class TreeRegressorBase(RegressorMixin, BaseEstimator):
                              f"{self.partition!r}")
         if self.tune not in ("auto", "grid", None):
             raise ValueError(f"tune must be 'auto', 'grid' or None; got {self.tune!r}")
-        if self.cv_trees not in ("auto", "shared", "per_fold"):
-            raise ValueError(f"cv_trees must be 'auto', 'shared' or 'per_fold'; got "
-                             f"{self.cv_trees!r}")
+        self._per_fold_trees()            # checks cv_trees
         if isinstance(self.cv, (int, np.integer)) and self.cv < 2:
             raise ValueError(f"cv must be an integer >= 2 or a scikit-learn CV splitter (or "
                              f"iterable of (train, test) index arrays); got {self.cv!r}")
@@ -485,15 +483,23 @@ class TreeRegressorBase(RegressorMixin, BaseEstimator):
                 results[key] = results[key] * self.y_scale_ ** 2
         self.cv_results_ = results
 
+    #: whether the prior charges nothing at empty nodes (the PAC-Bayes potentials), so that
+    #: ``cv_trees="auto"`` grows a KD T0 per fold too (:func:`jaxtree.fitting.per_fold_trees`)
+    _free_empty_nodes = False
+
+    def _per_fold_trees(self) -> bool:
+        """Whether CV grows T0 on each fold's training part (:func:`jaxtree.fitting.per_fold_trees`
+        of ``cv_trees``)."""
+        return fitting.per_fold_trees(self.cv_trees, self.partition, self._free_empty_nodes)
+
     def _folds(self, X, y, z, weight):
         """The weighted folds of the λ search (:func:`regression_folds`). An integer ``cv``
         deals the distinct feature vectors ``x`` of positive weight by the key of ``random_state``
         (:func:`jaxtree.fitting.fold_weights`, as the classifiers; fewer folds, with a warning,
         for fewer distinct ``x``: :func:`jaxtree.select.small_sample_folds`); a splitter or
         iterable of ``(train, test)`` indices gives the parts itself. T0 is grown on each
-        training part for ``cv_trees="per_fold"`` (``"auto"``: for CART)."""
-        per_fold = self.cv_trees == "per_fold" or (self.cv_trees == "auto"
-                                                   and self.partition == "cart")
+        training part when :meth:`_per_fold_trees`."""
+        per_fold = self._per_fold_trees()
         if isinstance(self.cv, (int, np.integer)):
             key = fitting.fit_keys(_random_key(self.random_state))[1]
             rows = (jnp.asarray(X), jnp.asarray(weight > 0, X.dtype), key)
@@ -543,8 +549,8 @@ class PACBayesTreeRegressor(TreeRegressorBase):
         deal them (:func:`jaxtree.fitting.fold_weights`), or a scikit-learn CV splitter or
         iterable of ``(train, test)`` index arrays.
       random_state: the seed that deals the folds and breaks CART's ties.
-      cv_trees: ``"auto"`` (per fold for CART, shared for KD and dyadic), ``"per_fold"`` or
-        ``"shared"``.
+      cv_trees: ``"auto"`` (per fold for CART and KD trees, shared for dyadic ones:
+        :func:`jaxtree.fitting.per_fold_trees`), ``"per_fold"`` or ``"shared"``.
 
     Fitted attributes: those of :class:`TreeRegressorBase`.
 
@@ -559,6 +565,7 @@ class PACBayesTreeRegressor(TreeRegressorBase):
     """
 
     _votes = staticmethod(pacbayes_regression_votes)
+    _free_empty_nodes = True      # φ = 0 at empty nodes: CV on trees grown per fold
     _directions = select.PACBAYES_DIRECTIONS
 
     def __init__(self, partition="cart", max_depth=None, min_split=2, split="spread",
@@ -590,7 +597,9 @@ class PrunedTreeRegressor(TreeRegressorBase):
 
     Args:
       partition, max_depth, min_split, split, cv, random_state, cv_trees: as in
-        :class:`PACBayesTreeRegressor`.
+        :class:`PACBayesTreeRegressor`, except that ``cv_trees="auto"`` shares a KD or dyadic
+        T0 between the folds (a pruning is one minimiser:
+        :func:`jaxtree.fitting.per_fold_trees`).
       lam: λ ≥ 0, the price of a leaf in units of the sample variance; None (default): tuned
         by the paper's protocol on ``n·2^linspace(-14, 0, 10)`` (λ = n prunes T0 to its root),
         then 10 values from half to twice the best; ties go to the larger λ.

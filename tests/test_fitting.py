@@ -97,9 +97,10 @@ def test_vmap_over_bootstrap_weights_equals_a_loop():
 
 def test_tuned_lambdas_equal_the_grid_search_on_the_same_folds():
     """The in-program CV (validation parts as weights) selects what
-    :func:`jaxtree.paper_search` selects on the same folds prepared the host's way."""
+    :func:`jaxtree.paper_search` selects on the same folds prepared the host's way (one T0
+    shared by the folds)."""
     X, y = noisy_problem(n=150, classes=3)
-    model = fitted(X, y, partition="kd", smoothing=0.5)
+    model = fitted(X, y, partition="kd", smoothing=0.5, cv_trees="shared")
     key = fitting.fit_keys(jax.random.PRNGKey(0))[1]
     valid = np.asarray(fitting.fold_weights(X, jnp.ones(len(y)), key, 2)) > 0
     folds = select.prepare_folds(model.tree, X, y, 3, ~valid)

@@ -367,8 +367,9 @@ def test_refit_collapsed_means_one_class_at_every_occupied_leaf():
 
 def test_a_refit_that_predicts_one_class_is_skipped():
     """5 imbalanced classes (the wide benchmark's 1,500-row problem, split 1), KD T0 by the
-    widest spread: the CV's best settings (error 0.087, below the majority's 0.107) refit
-    to a vote of the majority class for every training point. The fit takes, among both
+    widest spread shared by the folds (the CV of trees grown per fold, the default, does not
+    run into it): the CV's best settings (error 0.087, below the majority's 0.107) refit to a
+    vote of the majority class for every training point. The fit takes, among both
     stages' settings whose refit is not collapsed, the least CV error, as a plain loop over
     the settings finds it."""
     from sklearn.datasets import make_classification
@@ -378,7 +379,8 @@ def test_a_refit_that_predicts_one_class_is_skipped():
                                                                     0.005], flip_y=0.01)
     train, _ = train_test_split(np.arange(1500), test_size=0.3, random_state=1, stratify=y)
     X, y = X[train].astype(np.float32), y[train]
-    model = jaxtree.PACBayesTreeClassifier(partition="kd", split="spread").fit(X, y)
+    model = jaxtree.PACBayesTreeClassifier(partition="kd", split="spread",
+                                           cv_trees="shared").fit(X, y)
     assert len(np.unique(model.predict(X))) > 1
     fitted, cv = model.fitted_tree_, model.cv_results_
     settings = [{"lam1": jnp.float32(a), "lam2": jnp.float32(b)}
@@ -393,7 +395,8 @@ def test_a_refit_that_predicts_one_class_is_skipped():
     chosen = np.flatnonzero(np.isclose(cv["param_lam1"], model.best_params_["lam1"])
                             & np.isclose(cv["param_lam2"], model.best_params_["lam2"]))
     assert chosen.size and not collapsed[chosen].any()
-    pure = jaxtree.fit(X, y, num_classes=5, partition="kd", split="spread")   # eager: the same
+    pure = jaxtree.fit(X, y, num_classes=5, partition="kd", split="spread",   # eager: the same
+                       cv_trees="shared")
     assert not select.refit_collapsed(pure.tree, pure.stats, pure.node_proba, pure.log_weights)
 
 
@@ -559,6 +562,29 @@ def test_estimator_grows_cart_t0_per_fold():
         jaxtree.PACBayesTreeClassifier(partition="cart", cv_trees="fold").fit(X, y)
 
 
+@pytest.mark.parametrize("cv_trees,partition,free_empty_nodes,per_fold", [
+    ("auto", "cart", False, True), ("auto", "kd", False, False), ("auto", "dyadic", False, False),
+    ("auto", "kd", True, True), ("auto", "dyadic", True, False), ("shared", "cart", True, False),
+    ("shared", "kd", True, False), ("per_fold", "kd", False, True)])
+def test_which_cv_grows_t0_per_fold(cv_trees, partition, free_empty_nodes, per_fold):
+    assert fitting.per_fold_trees(cv_trees, partition, free_empty_nodes) is per_fold
+
+
+def test_pacbayes_cv_grows_a_kd_t0_per_fold_and_c1_shares_it():
+    """``cv_trees="auto"``: the PAC-Bayes posterior (no cost at empty nodes) is cross-validated
+    on KD trees grown per fold, C1 (a pruning, which charges every leaf) on T0 of all points."""
+    X, y, _, _ = _planted()
+    kd = dict(partition="kd", split="cycle")
+    scores = {mode: jaxtree.PACBayesTreeClassifier(cv_trees=mode, **kd).fit(X, y).cv_results_[
+        "mean_test_score"] for mode in ("auto", "per_fold", "shared")}
+    np.testing.assert_array_equal(scores["auto"], scores["per_fold"])
+    assert not np.array_equal(scores["auto"], scores["shared"])
+    scores = {mode: jaxtree.PrunedTreeClassifier(cv_trees=mode, **kd).fit(X, y).cv_results_[
+        "mean_test_score"] for mode in ("auto", "per_fold", "shared")}
+    np.testing.assert_array_equal(scores["auto"], scores["shared"])
+    assert not np.array_equal(scores["auto"], scores["per_fold"])
+
+
 
 @pytest.mark.parametrize("method", [pytest.param("c1", marks=pytest.mark.slow),
                                     pytest.param("hs", marks=pytest.mark.slow)])
@@ -586,8 +612,8 @@ def test_estimator_tuning_options():
     X, y = _data()
     labels = np.array(["a", "b", "c"])[y]
     kd = dict(partition="kd", max_depth=DEPTH, split="spread")
-    auto = jaxtree.PACBayesTreeClassifier(**kd).fit(X, labels)
-    tree = jaxtree.kd_tree(X, max_depth=DEPTH, y=y, split="spread")
+    auto = jaxtree.PACBayesTreeClassifier(**kd, cv_trees="shared").fit(X, labels)
+    tree = jaxtree.kd_tree(X, max_depth=DEPTH, y=y, split="spread")    # shared by the folds
     folds = select.prepare_folds(tree, X, jnp.asarray(y), L,
                                  fitting.train_masks(X, auto.cv))
     # the estimator selects λ on the probabilities predict_proba gives (the posterior predictive)
