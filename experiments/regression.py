@@ -1,6 +1,6 @@
 """The regressors against scikit-learn's tuned regression tree and hierarchical shrinkage.
 
-    python -m experiments.regression [--splits 5] [--out experiments/results/regression.md]
+    python -m experiments.regression [--splits 5] [--kd] [--out experiments/results/regression.md]
 
 Problems (all bundled or generated, no network): scikit-learn's diabetes; ``make_friedman1/2/3``;
 the wine quality scores of the bundled wine data (quality as a number, 2000 rows drawn per
@@ -17,6 +17,11 @@ alphas); imodels' ``HSTreeRegressorCV()`` (its defaults: a 20-leaf CART tree, th
 CV). Reported: test MSE per problem (mean over splits), the ratio of each method's MSE to the
 tuned tree's, their geometric mean over problems (each problem's ratio the geometric mean over
 its splits) and the number of problems where a method is at or below the tuned tree.
+
+``--kd`` (``experiments/results/regression_kd.md``): the PAC-Bayes regressor on a KD T0
+(``PACBayesTreeRegressor(partition="kd")``), its CV on KD trees grown per fold (the default) and
+on one KD tree of all the points shared by the folds (``cv_trees="shared"``), beside the tuned
+tree (docs/theory/selection.md, "One tree per fold").
 """
 
 from __future__ import annotations
@@ -76,10 +81,16 @@ def tuned_sklearn_tree(X, y):
     return search.fit(X, y)
 
 
-def methods():
-    """``{name: a function fitting a fresh model on (X, y)}``."""
+def methods(kd: bool = False):
+    """``{name: a function fitting a fresh model on (X, y)}`` (``kd``: the ``--kd`` set)."""
     import jaxtree
     from imodels import HSTreeRegressorCV
+
+    if kd:
+        return {"pacbayes_kd": lambda X, y: jaxtree.PACBayesTreeRegressor(partition="kd").fit(X, y),
+                "pacbayes_kd_shared": lambda X, y: jaxtree.PACBayesTreeRegressor(
+                    partition="kd", cv_trees="shared").fit(X, y),
+                "sklearn_ccp": tuned_sklearn_tree}
 
     def hs(X, y):
         with warnings.catch_warnings():
@@ -92,10 +103,10 @@ def methods():
             "hs_cv": hs}
 
 
-def run(splits: int):
+def run(splits: int, kd: bool = False):
     """``{problem: {method: [MSE per split]}}`` and the seconds each method took in all."""
     from sklearn.model_selection import train_test_split
-    fits = methods()
+    fits = methods(kd)
     mse = {p: {m: [] for m in fits} for p in PROBLEMS}
     seconds = dict.fromkeys(fits, 0.0)
     for problem in PROBLEMS:
@@ -125,12 +136,13 @@ def summary(mse, reference="sklearn_ccp"):
     return ratios, geo, wins
 
 
-def markdown(mse, seconds, splits) -> str:
+def markdown(mse, seconds, splits, command) -> str:
     ratios, geo, wins = summary(mse)
     names = list(seconds)
-    lines = ["# Regression: test MSE against scikit-learn's tuned tree and hierarchical shrinkage",
-             "",
-             f"`python -m experiments.regression --splits {splits}` "
+    title = "# Regression: test MSE against scikit-learn's tuned tree" + (
+        " and hierarchical shrinkage" if "hs_cv" in names else "")
+    lines = [title, "",
+             f"`{command}` "
              "(protocol in the module docstring of `experiments/regression.py`).",
              f"{len(mse)} problems × {splits} random 70/30 splits. Columns: the mean test MSE "
              "over the splits, and in brackets the ratio to `sklearn_ccp` (the geometric mean of "
@@ -157,12 +169,20 @@ def markdown(mse, seconds, splits) -> str:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--splits", type=int, default=5)
-    parser.add_argument("--out", default="experiments/results/regression.md")
+    parser.add_argument("--kd", action="store_true",
+                        help="the PAC-Bayes regressor on a KD T0, CV trees per fold and shared")
+    parser.add_argument("--out", default=None,
+                        help="default experiments/results/regression.md (regression_kd.md with "
+                             "--kd)")
     args = parser.parse_args()
-    mse, seconds = run(args.splits)
-    text = markdown(mse, seconds, args.splits)
+    out = args.out or ("experiments/results/regression_kd.md" if args.kd
+                       else "experiments/results/regression.md")
+    mse, seconds = run(args.splits, args.kd)
+    command = f"python -m experiments.regression --splits {args.splits}" + (
+        " --kd" if args.kd else "")
+    text = markdown(mse, seconds, args.splits, command)
     print(text)
-    with open(args.out, "w") as file:
+    with open(out, "w") as file:
         file.write(text)
 
 
