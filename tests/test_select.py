@@ -572,7 +572,8 @@ def test_which_cv_grows_t0_per_fold(cv_trees, partition, free_empty_nodes, per_f
 
 def test_pacbayes_cv_grows_a_kd_t0_per_fold_and_c1_shares_it():
     """``cv_trees="auto"``: the PAC-Bayes posterior (no cost at empty nodes) is cross-validated
-    on KD trees grown per fold, C1 (a pruning, which charges every leaf) on T0 of all points."""
+    on KD trees grown per fold, C1 (one minimising pruning, which free splits into empty cells
+    do not change) on T0 of all points."""
     X, y, _, _ = _planted()
     kd = dict(partition="kd", split="cycle")
     scores = {mode: jaxtree.PACBayesTreeClassifier(cv_trees=mode, **kd).fit(X, y).cv_results_[
