@@ -84,13 +84,13 @@ def tuned_sklearn_tree(X, y):
 def methods(kd: bool = False):
     """``{name: a function fitting a fresh model on (X, y)}`` (``kd``: the ``--kd`` set)."""
     import jaxtree
-    from imodels import HSTreeRegressorCV
 
     if kd:
         return {"pacbayes_kd": lambda X, y: jaxtree.PACBayesTreeRegressor(partition="kd").fit(X, y),
                 "pacbayes_kd_shared": lambda X, y: jaxtree.PACBayesTreeRegressor(
                     partition="kd", cv_trees="shared").fit(X, y),
                 "sklearn_ccp": tuned_sklearn_tree}
+    from imodels import HSTreeRegressorCV
 
     def hs(X, y):
         with warnings.catch_warnings():
