@@ -12,9 +12,9 @@ Problems of the tuning suite (:func:`problems`, at least 30): the seven bundled 
 (:mod:`experiments.datasets`, 1500 rows drawn from each), scikit-learn's breast cancer, wine,
 iris and digits, and synthetic families of 100–5000 rows: ``make_classification`` with label
 noise (``flip_y``), class imbalance (binary 90/10, and two 5-class families with one class near
-90 % and the smallest under 1 %: 10 features, and 4 informative ones), several classes, many uninformative features; moons, circles
-and blobs. Each problem is split ``--splits`` times (seed s, 30 % test, stratified unless a class
-has a single point).
+90 % and the smallest under 1 %: 10 features, and 4 informative ones), several classes, many
+uninformative features; moons, circles and blobs. Each problem is split ``--splits`` times
+(seed s, 30 % test, stratified unless a class has a single point).
 
 Models, each with its defaults on the training part:
 
