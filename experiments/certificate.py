@@ -2,11 +2,12 @@
 
     python -m experiments.certificate                     # all seven, KD and dyadic T0
     python -m experiments.certificate --datasets spam letter --partitions kd
+    python -m experiments.certificate --partitions cart   # the estimator's default T0
 
 Per dataset, one random split (``--seed``) into 2000 test points and the paper's training size
 (:func:`experiments.datasets.train_size`). Every model is fitted with ``certify=True``: half of
 the training set (S0) builds T0 (KD or dyadic, coordinates cycled as in the paper, the
-estimator's default depth for S0's size) and its labels and the practical prior's counts; the
+estimator's default depth for S0's size; or the estimator's default CART T0) and its labels and the practical prior's counts; the
 other half (S) fits the posterior. Two ways of choosing λ1, λ2 on S:
 
 * **cv**: the paper's protocol, 2-fold CV on S over the two-stage grid (``tune="auto"``);
@@ -43,8 +44,9 @@ def run_one(name: str, X, y, partition: str, tuning: str, seed: int) -> dict:
     """One certified fit and its certificate and test errors."""
     train, test = split_indices(len(y), datasets.train_size(name), datasets.TEST_SIZE, seed)
     start = time.perf_counter()
+    split = {} if partition == "cart" else {"split": "cycle"}
     model = jaxtree.PACBayesTreeClassifier(partition=partition, certify=True,
-                                           split="cycle", tune=TUNING[tuning], delta=DELTA,
+                                           tune=TUNING[tuning], delta=DELTA, **split,
                                            proba="majority",   # the Gibbs error from the scores
                                            random_state=seed).fit(X[train], y[train])
     seconds = time.perf_counter() - start
@@ -119,7 +121,7 @@ def main(argv=None):
     parser.add_argument("--datasets", nargs="+", default=list(datasets.DATASETS),
                         choices=list(datasets.DATASETS))
     parser.add_argument("--partitions", nargs="+", default=["kd", "dyadic"],
-                        choices=["kd", "dyadic"])
+                        choices=["kd", "dyadic", "cart"])
     parser.add_argument("--tuning", nargs="+", default=list(TUNING), choices=list(TUNING))
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="certificate", help="file stem in experiments/results")
