@@ -217,7 +217,7 @@ def theory_prior_offsets(tree: Tree) -> Array:
 def pacbayes_certificate(tree: Tree, stats: NodeStats, lam1, lam2, delta=0.05,
                          prior_stats: Optional[NodeStats] = None) -> Certificate:
     """Certificate of the practical PAC-Bayes posterior (:func:`jaxtree.pacbayes_log_weights`
-    of ``stats``) against the practical prior.
+    of ``stats`` and ``prior_stats``) against the practical prior.
 
     Args:
       tree: T0.
@@ -225,10 +225,11 @@ def pacbayes_certificate(tree: Tree, stats: NodeStats, lam1, lam2, delta=0.05,
         and the labels come from another sample: ``NodeStats(counts_S, labels_S0)``).
       lam1, lam2: the posterior's λ's (scalars > 0; traced values are fine).
       delta: confidence δ ∈ (0, 1).
-      prior_stats: statistics of S0, whose non-empty nodes the prior counts; None: ``stats``
-        (then the prior depends on S and the number is not a certificate).
+      prior_stats: statistics of S0, whose non-empty nodes the prior counts, and the
+        posterior's leaf cost with it; None: ``stats`` (then the prior depends on S and the
+        number is not a certificate).
     """
-    offset = pacbayes_offsets(tree, stats, lam1, lam2)
+    offset = pacbayes_offsets(tree, stats, lam1, lam2, prior_stats)
     prior = practical_prior_offsets(tree, stats if prior_stats is None else prior_stats)
     return certificate_from_offsets(offset, prior, tree.internal, stats.errors,
                                     stats.num_samples, delta, tree.layout)
@@ -286,8 +287,9 @@ def tune_by_bound(tree: Tree, stats: NodeStats, potentials="practical", delta=0.
         raise ValueError(f"steps must be a positive int; got {steps!r}")
     dtype = stats.counts.dtype
     if potentials == "practical":
-        names, objective, extra = ("lam1", "lam2"), _practical_bound, jnp.zeros((), dtype)
-        prior = practical_prior_offsets(tree, stats if prior_stats is None else prior_stats)
+        names, objective = ("lam1", "lam2"), _practical_bound
+        extra = stats if prior_stats is None else prior_stats
+        prior = practical_prior_offsets(tree, extra)
     else:
         names, objective = ("lam1",), _theory_bound
         prior, extra = theory_prior_offsets(tree), jnp.asarray(potentials_delta, dtype)
@@ -308,8 +310,9 @@ def tune_by_bound(tree: Tree, stats: NodeStats, potentials="practical", delta=0.
               "bound": np.asarray(bounds, np.float64)})
 
 
-def _practical_bound(log_lams, tree, stats, prior, delta, _):
-    offset = pacbayes_offsets(tree, stats, jnp.exp(log_lams[0]), jnp.exp(log_lams[1]))
+def _practical_bound(log_lams, tree, stats, prior, delta, prior_stats):
+    offset = pacbayes_offsets(tree, stats, jnp.exp(log_lams[0]), jnp.exp(log_lams[1]),
+                              prior_stats)
     return _certificate_against(offset, prior, tree.internal, stats.errors, stats.num_samples,
                                 delta, tree.layout).bound
 

@@ -584,8 +584,9 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         sample), True, or a fraction in (0, 1): that share of the sample (True: half), drawn with
         ``random_state``, is S0 — T0, the labels and the practical prior's counts come from it
         — and the rest is S, on which the posterior is fitted and tuned and
-        :meth:`certificate` is computed, so that the certificate is a PAC-Bayes bound. Not with
-        ``distributed=True``.
+        :meth:`certificate` is computed, so that the certificate is a PAC-Bayes bound. The
+        practical posterior then charges the leaf cost where S0 has points, as the prior does
+        (docs/theory/pacbayes.md, "The certificate"). Not with ``distributed=True``.
 
     ``tune="bound"`` chooses the λ's (``lam1``, ``lam2``; ``lam1`` alone for the theory
     potentials) by minimising the certificate's bound at confidence ``delta``
@@ -808,8 +809,9 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         if any(lam is None or not lam > 0 for lam in needed):
             raise ValueError(f"lam1 and lam2 must be > 0 (or None with tune='auto' to select "
                              f"them); got {lam1}, {lam2}")
-        if self.potentials == "practical":
-            log_w = pacbayes_log_weights(self.tree_, stats, lam1, lam2)
+        if self.potentials == "practical":   # certify: the leaf cost of S0, the prior's
+            log_w = pacbayes_log_weights(self.tree_, stats, lam1, lam2,
+                                         prior_stats=getattr(self, "prior_stats_", None))
         elif self.potentials == "authors":
             log_w = pacbayes_authors_log_weights(self.tree_, stats, lam1, lam2)
         elif self.potentials == "theory":

@@ -52,7 +52,7 @@ Array = jax.Array
 
 
 @jax.jit
-def pacbayes_potentials(stats: NodeStats, lam1, lam2) -> Array:
+def pacbayes_potentials(stats: NodeStats, lam1, lam2, prior_stats=None) -> Array:
     """Practical leaf potentials (docs/theory/pacbayes.md): ``φ(A) = −λ1·E_A − λ2·sqrt(N_A) − 1[N_A > 0]``.
 
     Jitted: run eagerly, its half-dozen jnp ops would each compile for every new tree shape.
@@ -60,9 +60,13 @@ def pacbayes_potentials(stats: NodeStats, lam1, lam2) -> Array:
     Args:
       stats: node statistics of the training sample.
       lam1, lam2: scalars > 0 (traced values are fine: ``vmap``/``grad`` over them).
+      prior_stats: the statistics of the sample S0 that T0 and the practical prior come from
+        when it is not the training sample (``certify``): the leaf cost is then ``1[A holds
+        points of S0]``, the prior's own, so that the posterior is the prior times
+        ``e^{−λ1·E − λ2·√N}`` (docs/theory/pacbayes.md, "The certificate"). None: ``stats``.
 
     Returns:
-      ``[nodes]`` float (the dtype of ``stats.counts``); 0 at empty nodes.
+      ``[nodes]`` float (the dtype of ``stats.counts``); 0 at nodes empty in both samples.
 
     Example:
         The root (3 of class 1, 1 of class 0): ``−1 − √4 − 1 = −4``:
@@ -76,9 +80,9 @@ def pacbayes_potentials(stats: NodeStats, lam1, lam2) -> Array:
         >>> print(np.asarray(jaxtree.pacbayes_potentials(stats, 1.0, 1.0)).round(3))
         [-4.    -3.414 -2.414 -2.    -2.     0.     0.   ]
     """
-    total = stats.total
-    phi = -lam1 * stats.errors - lam2 * jnp.sqrt(total) - 1.0
-    return jnp.where(total > 0, phi, 0.0)
+    occupied = _occupied(stats, prior_stats)
+    phi = -lam1 * stats.errors - lam2 * jnp.sqrt(stats.total) - occupied.astype(stats.counts.dtype)
+    return jnp.where(occupied | (stats.total > 0), phi, 0.0)
 
 
 def pacbayes_authors_potentials(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
@@ -132,7 +136,7 @@ def pacbayes_theory_potentials(tree: Tree, stats: NodeStats, lam, delta=0.05) ->
     return jnp.where(total > 0, phi, 0.0)
 
 
-def pacbayes_offsets(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
+def pacbayes_offsets(tree: Tree, stats: NodeStats, lam1, lam2, prior_stats=None) -> Array:
     """``[nodes]`` local offsets ``δ(A) = φ(A_L) + φ(A_R) − φ(A)`` of :func:`pacbayes_potentials`
     from the counts (0 where T0 does not split A): the input of
     :func:`jaxtree.log_weights_from_offsets` and :func:`jaxtree.pruning_process_from_offsets`.
@@ -143,6 +147,7 @@ def pacbayes_offsets(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
 
     Args:
       tree: T0. stats: its training statistics. lam1, lam2: scalars (may be traced).
+      prior_stats: as in :func:`pacbayes_potentials` (None: ``stats``).
 
     Returns:
       ``[nodes]`` float (the dtype of ``stats.counts``).
@@ -159,7 +164,7 @@ def pacbayes_offsets(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
         >>> print(np.asarray(jaxtree.pacbayes_offsets(tree, stats, 1.0, 1.0)).round(3))
         [-1.828 -0.586  0.     0.     0.     0.     0.   ]
     """
-    return _count_offsets(tree, stats, lam1, lam2, 1.0)
+    return _count_offsets(tree, stats, lam1, lam2, 1.0, prior_stats)
 
 
 def pacbayes_theory_offsets(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Array:
@@ -193,7 +198,8 @@ def pacbayes_authors_log_weights(tree: Tree, stats: NodeStats, lam1, lam2) -> Ar
     return _authors_log_weights(tree, stats, lam1, lam2)
 
 
-def pacbayes_log_weights(tree: Tree, stats: NodeStats, lam1, lam2, leaf_cost=1.0) -> Array:
+def pacbayes_log_weights(tree: Tree, stats: NodeStats, lam1, lam2, leaf_cost=1.0,
+                         prior_stats=None) -> Array:
     """``[nodes]`` log node weights of the PAC-Bayes posterior with the practical potentials
     (from :func:`pacbayes_offsets`).
 
@@ -202,6 +208,7 @@ def pacbayes_log_weights(tree: Tree, stats: NodeStats, lam1, lam2, leaf_cost=1.0
       lam1, lam2: scalars > 0, λ1 and λ2 (may be traced: ``vmap`` / ``grad`` over them).
       leaf_cost: the prior's cost of a non-empty leaf (the 1 of ``−1[N_A > 0]``; another
         constant to tune, e.g. by gradient).
+      prior_stats: as in :func:`pacbayes_potentials` (None: ``stats``).
 
     Returns:
       ``[nodes]`` float ``log w(A)`` (``-inf`` off T0), the input of :func:`vote`.
@@ -219,7 +226,7 @@ def pacbayes_log_weights(tree: Tree, stats: NodeStats, lam1, lam2, leaf_cost=1.0
         >>> print(np.exp(np.asarray(log_w)).round(3))
         [0.8   0.129 0.2   0.072 0.072 0.    0.   ]
     """
-    return _weights_from_counts(tree, stats, lam1, lam2, leaf_cost)
+    return _weights_from_counts(tree, stats, lam1, lam2, leaf_cost, prior_stats)
 
 
 def pacbayes_theory_log_weights(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Array:
@@ -262,14 +269,23 @@ def _theory_coefficients(tree: Tree, lam, delta):
     return lam, lam * jnp.sqrt(2 * _theory_log_term(tree, delta)), 3.0 * _deepest_level(tree)
 
 
+def _occupied(stats: NodeStats, prior_stats=None) -> Array:
+    """``[nodes]`` bool: the nodes that pay the practical leaf cost, those holding points of
+    ``prior_stats`` (S0, which the practical prior counts) or else of ``stats``."""
+    return (stats if prior_stats is None else prior_stats).total > 0
+
+
 @jax.jit
-def _count_offsets(tree: Tree, stats: NodeStats, error_weight, root_weight, nonempty_weight):
-    """``δ`` of ``φ = −error_weight·E − root_weight·√N − nonempty_weight·1[N > 0]``."""
+def _count_offsets(tree: Tree, stats: NodeStats, error_weight, root_weight, nonempty_weight,
+                   prior_stats=None):
+    """``δ`` of ``φ = −error_weight·E − root_weight·√N − nonempty_weight·1[occupied]``
+    (:func:`_occupied`)."""
     errors, total = stats.errors, stats.total
-    (errors_l, total_l), (errors_r, total_r) = child_values((errors, total), tree.layout)
+    occupied = _occupied(stats, prior_stats).astype(errors.dtype)
+    (errors_l, total_l, occupied_l), (errors_r, total_r, occupied_r) = child_values(
+        (errors, total, occupied), tree.layout)
     error_change = (errors_l + errors_r) - errors
-    nonempty_change = ((total_l > 0).astype(errors.dtype) + (total_r > 0).astype(errors.dtype)
-                       - (total > 0).astype(errors.dtype))
+    nonempty_change = occupied_l + occupied_r - occupied
     offset = (-error_weight * error_change - root_weight * _root_gain(total_l, total_r, total)
               - nonempty_weight * nonempty_change)
     return jnp.where(tree.internal, offset, 0)
@@ -301,9 +317,11 @@ def _authors_log_weights(tree, stats, lam1, lam2):
 
 
 @jax.jit
-def _weights_from_counts(tree, stats, error_weight, root_weight, nonempty_weight):
+def _weights_from_counts(tree, stats, error_weight, root_weight, nonempty_weight,
+                         prior_stats=None):
     """Log weights from :func:`_count_offsets`, as one program."""
-    offset = _count_offsets(tree, stats, error_weight, root_weight, nonempty_weight)
+    offset = _count_offsets(tree, stats, error_weight, root_weight, nonempty_weight,
+                            prior_stats)
     return log_weights_from_offsets(offset, tree.internal, tree.layout)
 
 

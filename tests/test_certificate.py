@@ -12,7 +12,8 @@ import jaxtree
 from jaxtree import certificate as cert
 from jaxtree import fitting, shapes
 from jaxtree.engine import local_offsets
-from test_engine import prunings, random_potentials, tolerance, trees_for_tests
+from test_engine import (brute_force, prunings, random_potentials, tolerance,
+                         trees_for_tests)
 
 
 # -- reference: enumeration of every pruning -----------------------------------------------------
@@ -67,7 +68,7 @@ def test_practical_and_theory_certificates_match_enumeration(certified_problem):
     internal = np.asarray(tree.internal)
     errors = np.asarray(stats.errors)
     n = float(stats.num_samples)
-    q = np.asarray(jaxtree.pacbayes_potentials(stats, 2.0, 0.5))
+    q = np.asarray(jaxtree.pacbayes_potentials(stats, 2.0, 0.5, prior_stats))
     p = np.where(np.asarray(prior_stats.total) > 0, -1.0, 0.0)
     got = cert.pacbayes_certificate(tree, stats, 2.0, 0.5, prior_stats=prior_stats)
     errors_ref, kl_ref = enumerated(q, p, errors, internal)
@@ -80,6 +81,33 @@ def test_practical_and_theory_certificates_match_enumeration(certified_problem):
     errors_ref, kl_ref = enumerated(q, p, errors, internal)
     assert float(got.gibbs_risk) == pytest.approx(errors_ref / n, rel=1e-4)
     assert float(got.kl) == pytest.approx(kl_ref, rel=1e-4, abs=1e-4)
+
+
+def test_certified_posterior_is_the_prior_times_the_data_term(certified_problem):
+    """With T0 and the prior from S0 and the counts from a smaller S that leaves cells of S0
+    empty, the posterior is ``Q(T) ∝ P(T)·e^{−λ1·ΣE − λ2·Σ√N}`` (the leaf cost where S0 has
+    points, the prior's), by enumeration of every pruning; its certificate is that Q's."""
+    tree, _, prior_stats, X, y = certified_problem
+    small = jaxtree.node_stats(tree, X[150:170], y[150:170], 2)
+    stats = jaxtree.NodeStats(small.counts, prior_stats.label)
+    occupied = np.asarray(prior_stats.total) > 0
+    assert np.any(occupied & (np.asarray(stats.total) == 0))   # S misses cells of S0
+    internal = np.asarray(tree.internal)
+    errors, total = np.asarray(stats.errors, np.float64), np.asarray(stats.total, np.float64)
+    p = np.where(occupied, -1.0, 0.0)
+    q = -2.0 * errors - 0.5 * np.sqrt(total) + p
+    w_ref, _, _ = brute_force(q, None, internal)
+    log_w = jaxtree.pacbayes_log_weights(tree, stats, 2.0, 0.5, prior_stats=prior_stats)
+    np.testing.assert_allclose(np.exp(np.asarray(log_w, np.float64)), w_ref, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(jaxtree.pacbayes_potentials(stats, 2.0, 0.5,
+                                                                      prior_stats)), q, rtol=1e-6)
+    got = cert.pacbayes_certificate(tree, stats, 2.0, 0.5, prior_stats=prior_stats)
+    errors_ref, kl_ref = enumerated(q, p, errors, internal)
+    assert float(got.gibbs_risk) == pytest.approx(errors_ref / 20, rel=1e-4)
+    assert float(got.kl) == pytest.approx(kl_ref, rel=1e-4, abs=1e-4)
+    # charging only S's non-empty cells leaves S's empty subtrees free: another, deeper Q
+    free = jaxtree.pacbayes_log_weights(tree, stats, 2.0, 0.5)
+    assert not np.allclose(np.exp(np.asarray(free)), w_ref, atol=1e-3)
 
 
 # -- Proposition 1 -------------------------------------------------------------------------------
@@ -187,6 +215,26 @@ def test_certified_fit_splits_the_sample(certified_problem):
     model.save(buffer)
     buffer.seek(0)
     assert jaxtree.load(buffer).certificate(delta=0.1) == result
+
+
+def test_certified_estimator_charges_the_leaves_of_s0(certified_problem):
+    """A certified fit whose S misses cells of S0 (a deep KD T0 on 60 points): the estimator's
+    posterior is :func:`jaxtree.pacbayes_log_weights` with S0's statistics, not with S's
+    alone, and its certificate is that posterior's."""
+    *_, X, y = certified_problem
+    model = jaxtree.PACBayesTreeClassifier(partition="kd", split="cycle", max_depth=6, lam1=2.0,
+                                           lam2=0.5, certify=True).fit(X[:120], y[:120])
+    tree, stats, prior_stats = model.tree_, model.stats_, model.prior_stats_
+    assert np.any((np.asarray(prior_stats.total) > 0) & (np.asarray(stats.total) == 0))
+    expected = jaxtree.pacbayes_log_weights(tree, stats, 2.0, 0.5, prior_stats=prior_stats)
+    np.testing.assert_allclose(np.asarray(model.node_log_weights_), np.asarray(expected))
+    free = jaxtree.pacbayes_log_weights(tree, stats, 2.0, 0.5)
+    assert not np.allclose(np.asarray(model.node_log_weights_), np.asarray(free))
+    offsets = jaxtree.pacbayes_offsets(tree, stats, 2.0, 0.5, prior_stats)
+    again = cert.certificate_from_offsets(offsets, cert.practical_prior_offsets(tree, prior_stats),
+                                          tree.internal, stats.errors, stats.num_samples, 0.05,
+                                          tree.layout)
+    assert model.certificate(delta=0.05).kl == pytest.approx(float(again.kl), rel=1e-5)
 
 
 @pytest.mark.parametrize("certify", [1.5, 0.0, "yes", -1])
