@@ -2,6 +2,7 @@
 
     python -m experiments.distributed --processes N --data PATH.npz --out PATH.json
         [--partition kd|dyadic|cart] [--lam1 X --lam2 Y] [--max-depth D] [--bins K]
+        [--cv-trees auto|shared|per_fold]
     python -m experiments.distributed --make-data PATH.npz [--rows 1000000]
     python -m experiments.distributed --report [--rows 1000000] [--processes 1 2 4]
 
@@ -60,7 +61,8 @@ def worker(args) -> None:
     fits = []
     for _ in range(1 + args.warm):               # the first fit compiles; later ones are warm
         model = jaxtree.PACBayesTreeClassifier(partition=args.partition, lam1=args.lam1,
-                                               lam2=args.lam2, max_depth=args.max_depth)
+                                               lam2=args.lam2, max_depth=args.max_depth,
+                                               cv_trees=args.cv_trees)
         before = (reducer.reductions, reducer.bytes_reduced)
         reducer.sum(np.zeros(1))                 # a common start
         start = time.perf_counter()
@@ -82,13 +84,14 @@ def worker(args) -> None:
 
 
 def run(processes: int, data: str, out: str, partition="kd", lam1=None, lam2=None,
-        max_depth=None, bins=256, warm=0, timeout=3600.0) -> dict:
+        max_depth=None, bins=256, warm=0, timeout=3600.0, cv_trees="auto") -> dict:
     """Launch ``processes`` workers on ``data``; merge their parts into ``out`` (JSON).
     ``warm``: fits repeated after the first (timed apart: no compilation)."""
     from jaxtree import launch
 
     command = [sys.executable, "-m", "experiments.distributed", "--data", data, "--out", out,
-               "--partition", partition, "--bins", str(bins), "--warm", str(warm)]
+               "--partition", partition, "--bins", str(bins), "--warm", str(warm),
+               "--cv-trees", cv_trees]
     for flag, value in (("--lam1", lam1), ("--lam2", lam2), ("--max-depth", max_depth)):
         if value is not None:
             command += [flag, str(value)]
@@ -360,6 +363,8 @@ def main(argv=None) -> None:
     parser.add_argument("--lam2", type=float)
     parser.add_argument("--max-depth", type=int)
     parser.add_argument("--bins", type=int, default=256)
+    parser.add_argument("--cv-trees", default="auto", choices=["auto", "shared", "per_fold"],
+                        help="the estimator's cv_trees: which T0 the CV folds use")
     parser.add_argument("--warm", type=int, default=0,
                         help="fits to repeat after the first, timed apart (no compilation)")
     parser.add_argument("--timeout", type=float, default=3600.0)
@@ -380,7 +385,8 @@ def main(argv=None) -> None:
         if not (args.data and args.out) or len(args.processes) != 1:
             parser.error("give --processes N (one number), --data and --out (or --report)")
         result = run(args.processes[0], args.data, args.out, args.partition, args.lam1,
-                     args.lam2, args.max_depth, args.bins, args.warm, args.timeout)
+                     args.lam2, args.max_depth, args.bins, args.warm, args.timeout,
+                     args.cv_trees)
         print(json.dumps({k: v for k, v in result.items() if k != "proba"}))
 
 

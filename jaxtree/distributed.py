@@ -38,6 +38,10 @@ of each process: gloo on CPU, NCCL on GPUs, ICI on TPUs), wrapped as a reducer
   λ grid is evaluated on these ``(leaf, class)`` counts — the same errors as row by row, with
   no rows —, its settings split over the processes (:func:`split_grid_errors`: each process
   a share, one sum of the ``[settings, folds]`` errors), and every process selects the same λ's.
+  Where the one-process fit grows T0 anew on each fold's training part (``cv_trees``,
+  :func:`jaxtree.fitting.per_fold_trees`: CART and KD trees by default), so does this one
+  (:func:`prepare_fold_trees`: the same builder over the fold's rows of every process; each
+  fold's statistics and validation counts on its own tree).
 
 Everything is identical to the one-process fit, bit for bit: order statistics are exact, counts
 are integers (exact in float32 below 2^24 per node), and float sums are reproducible. The fit
@@ -381,15 +385,58 @@ def prepare_folds(tree: Tree, X, y, num_classes: int, folds: int = 2, seed: int 
     """
     reducer = ProcessReducer() if reducer is None else reducer
     chunk_size = _chunk_rows(chunk_size)
-    counts = reducer.gather(np.array([len(y)]))[:, 0]
-    offset = int(counts[:reducer.index].sum())
-    train = select.fold_masks(int(counts.sum()), folds, seed)[:, offset:offset + len(y)]
+    train = _block_fold_masks(len(y), folds, seed, reducer)
     train_counts = reducer.sum(count_chunks(
         tree, row_chunks(chunk_size, X, y, train.T), num_classes).reshape(folds, -1))
     leaf_counts = reducer.sum(count_chunks(
         tree, row_chunks(chunk_size, X, y, (~train).T), num_classes, leaves_only=True))
     return folds_from_counts(tree, train_counts.reshape(folds, tree.num_nodes, num_classes),
                              leaf_counts)
+
+
+def prepare_fold_trees(build_t0, X, y, num_classes: int, folds: int = 2, seed: int = 0,
+                       reducer=None, chunk_size: Optional[int] = None) -> select.Folds:
+    """:func:`prepare_folds` with T0 grown anew on each fold's training rows (the one-process
+    fit's ``cv_trees`` rule, :func:`jaxtree.fitting.per_fold_trees`): ``build_t0(X_part,
+    y_part)`` grows a tree over the given rows of every process (a collective call, made by
+    all processes in the same order). The fold trees are padded to one shape and stacked
+    (:func:`jaxtree.select.stack_trees`, ``Folds.tree``: one layout kind, e.g. all compact);
+    each fold's training statistics and validation ``(leaf, class)`` counts are taken on its
+    own tree, as in :func:`prepare_folds`. The fold's rows of this block are copied to grow it
+    (as the host builders copy a scaled block)."""
+    reducer = ProcessReducer() if reducer is None else reducer
+    chunk_size = _chunk_rows(chunk_size)
+    train = _block_fold_masks(len(y), folds, seed, reducer)
+    trees = select.stack_trees([build_t0(X[mask], y[mask]) for mask in train])
+    parts = []
+    for fold, mask in enumerate(train):
+        tree = jax.tree.map(lambda a: np.asarray(a)[fold], trees)
+        train_counts = reducer.sum(count_chunks(tree, row_chunks(chunk_size, X, y, mask),
+                                                num_classes))
+        leaf_counts = reducer.sum(count_chunks(tree, row_chunks(chunk_size, X, y, ~mask),
+                                               num_classes, leaves_only=True))
+        parts.append(folds_from_counts(tree, train_counts[None], leaf_counts[None]))
+    size = max(part.weight.shape[1] for part in parts)
+    validation = {name: jnp.concatenate([_pad_axis1(getattr(part, name), size)
+                                         for part in parts])
+                  for name in ("path", "on_path", "label", "weight")}
+    train_stats = jax.tree.map(lambda *a: jnp.concatenate(a), *[part.train for part in parts])
+    return select.Folds(train=train_stats, tree=jax.tree.map(jnp.asarray, trees), **validation)
+
+
+def _block_fold_masks(block_rows: int, folds: int, seed: int, reducer) -> np.ndarray:
+    """``[folds, block_rows]`` bool: :func:`jaxtree.select.fold_masks` of all rows (blocks in
+    process order) restricted to this process's block."""
+    counts = reducer.gather(np.array([block_rows]))[:, 0]
+    offset = int(counts[:reducer.index].sum())
+    return select.fold_masks(int(counts.sum()), folds, seed)[:, offset:offset + block_rows]
+
+
+def _pad_axis1(array, size):
+    """Pad a validation array of one fold (``[1, m, ...]``) with zeros to ``[1, size, ...]``
+    (weight 0: padding)."""
+    array = jnp.asarray(array)
+    return jnp.pad(array, [(0, 0), (0, size - array.shape[1])] + [(0, 0)] * (array.ndim - 2))
 
 
 def folds_from_counts(tree: Tree, train_counts, leaf_counts) -> select.Folds:
@@ -473,7 +520,8 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     and dyadic T0 by the host builders (order statistics and sums by the reducer). The CV folds
     are dealt over row positions (:func:`jaxtree.select.fold_masks`), where the one-process
     ``estimator.fit`` deals them over distinct feature vectors, so on the same rows the two can
-    select other λ's.
+    select other λ's; as there, the folds grow their own T0 where ``estimator.cv_trees`` says
+    so (:func:`prepare_fold_trees`), else they share T0 (:func:`prepare_folds`).
 
     ``bins``: quantile bins of a CART T0 (``partition="cart"``; the one-process equal is
     ``jaxtree.cart_tree(..., bins=bins)``). ``chunk_size``: rows counted on the device at once.
@@ -517,27 +565,38 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     _check_tree_options(depth, estimator._min_split(), estimator.split, layout)
     if partition == "cart":
         cart.check_bins(bins)
+    def grow_t0(X_rows, y_rows, layout=layout):
+        """T0 of the given rows of every process (a collective call)."""
+        if partition == "kd":
+            return build.grow_kd(X_rows, y_rows, depth, estimator._min_split(),
+                                 estimator.split, layout, reducer)
+        if partition == "dyadic":
+            return build.grow_dyadic(X_rows, y_rows, depth, estimator._min_split(),
+                                     estimator.split, layout, reducer)
+        return grow_cart_t0(X_rows, y_rows, len(classes), depth, estimator._min_split(),
+                            estimator.random_state, bins, reducer)
+
     profile = _Profile(reducer)
     with profile("tree"):
-        if partition == "kd":
-            tree = build.grow_kd(X, y, depth, estimator._min_split(), estimator.split,
-                                 layout, reducer)
-        elif partition == "dyadic":
-            tree = build.grow_dyadic(X, y, depth, estimator._min_split(), estimator.split,
-                                     layout, reducer)
-        else:
-            tree = grow_cart_t0(X, y, len(classes), depth, estimator._min_split(),
-                                estimator.random_state, bins, reducer)
+        tree = grow_t0(X, y)
     estimator.classes_ = classes
     estimator.n_features_in_ = X.shape[1]
     estimator.tree_ = tree
     with profile("statistics"):
         estimator.stats_ = node_stats(tree, X, y, len(classes), reducer=reducer,
                                       chunk_size=chunk_size)
+    per_fold = fitting.per_fold_trees(estimator.cv_trees, partition,
+                                      estimator._free_empty_nodes)
+
     def cv_data():
         with profile("folds"):
-            folds = prepare_folds(tree, X, y, len(classes), estimator.cv,
-                                  estimator.random_state, reducer, chunk_size)
+            if per_fold:
+                folds = prepare_fold_trees(functools.partial(grow_t0, layout="compact"), X, y,
+                                           len(classes), estimator.cv, estimator.random_state,
+                                           reducer, chunk_size)
+            else:
+                folds = prepare_folds(tree, X, y, len(classes), estimator.cv,
+                                      estimator.random_state, reducer, chunk_size)
         profile.phases["folds"]["pseudo_points"] = int(folds.weight.shape[1])
         return {"folds": folds, "errors_fn": functools.partial(split_grid_errors,
                                                                 reducer=reducer)}

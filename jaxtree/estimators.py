@@ -575,8 +575,8 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         empty, and the free prunings of empty subtrees bias the CV towards deep posteriors;
         a dyadic tree's cells, set by the geometry, are empty in the whole sample too);
         ``"per_fold"`` or ``"shared"`` (the paper's protocol) force either. The final model is
-        refitted on T0 of all the points with the selected λ's. A ``distributed`` fit shares
-        one T0 between the folds.
+        refitted on T0 of all the points with the selected λ's. A ``distributed`` fit follows
+        the same rule (:func:`jaxtree.distributed.prepare_fold_trees`).
       distributed: False, or True: ``fit(X, y)`` gets this process's block of rows spread over
         JAX processes (``jax.distributed`` initialised in each) and every process fits the model
         of all rows (:func:`jaxtree.distributed.fit`; a CART T0 then splits at 256 quantile bins).

@@ -140,6 +140,33 @@ def assert_same_fit(model, reference, X_test):
     np.testing.assert_array_equal(model.predict_proba(X_test), reference.predict_proba(X_test))
 
 
+@pytest.mark.parametrize("scoring", ["accuracy", "neg_log_loss"])
+def test_fold_trees_over_holders_equal_row_by_row_folds(scoring):
+    """A T0 grown on each fold's training rows (the one-process fit's CV for the PAC-Bayes KD
+    and CART trees): the grid errors over 3 holders, from each fold tree's (leaf, class)
+    counts, equal :func:`jaxtree.select.prepare_fold_trees`'s row by row on the same folds."""
+    X, y = rows(6, n=300)
+    masks = jaxtree.select.fold_masks(len(y), 2, 5)
+    reference = jaxtree.select.prepare_fold_trees(
+        lambda Xp, yp: jaxtree.kd_tree(Xp, max_depth=6, y=yp, layout="compact"), X, y, 3, masks)
+    grid = {"lam1": np.array([0.5, 4.0, 32.0]), "lam2": np.array([0.1, 1.0, 0.1]),
+            "smoothing": 0.5}
+    votes = jaxtree.select.pacbayes_votes
+    expected = np.asarray(jaxtree.select.grid_errors(None, reference, votes, grid,
+                                                     scoring=scoring))
+
+    def fold_errors(Xb, yb, reducer):
+        def grow(X_rows, y_rows):
+            return build.grow_kd(X_rows, y_rows, 6, 2, "cycle", "compact", reducer)
+
+        folds = distributed.prepare_fold_trees(grow, Xb, yb, 3, 2, 5, reducer)
+        return np.asarray(jaxtree.select.grid_errors(None, folds, votes, grid, scoring=scoring))
+
+    for errors in run_holders(3, fold_errors, X, y):
+        np.testing.assert_allclose(errors, expected, rtol=1e-5, atol=1e-4)
+    assert expected.std() > 0          # the settings differ: the comparison can fail
+
+
 @pytest.mark.slow   # the two-process test below fits a tuned dyadic model too
 def test_tuned_fit_over_holders_equals_one_process():
     """The λ's tuned on (leaf, class) counts of the validation rows: the same CV errors, choice,
@@ -292,7 +319,8 @@ def run_cluster(out_dir, *args):
 def test_two_processes_fit_like_one(tmp_path):
     """Two JAX processes (gloo), each with a block of unequal size: T0, statistics, λ's, weights
     and predictions of dyadic (tuned; the estimator's ``distributed=True``), KD (spread) and
-    binned CART fits equal one process's."""
+    binned CART fits (tuned: a CART T0 grown per CV fold over both processes) equal one
+    process's."""
     launch.check(run_cluster(tmp_path))
     X, y, X_test = worker.data()
     saved = [np.load(tmp_path / f"{index}.npz") for index in range(2)]
