@@ -37,8 +37,10 @@ Models, each with its defaults on the training part:
 Reported (``experiments/results/benchmark_suite.md``, records in ``benchmark_suite.json``): per
 problem the mean test error over the splits; per model the geometric mean over problems of the
 ratio ``(error + 0.005) / (tuned tree's error + 0.005)`` (half a point added on both sides so
-that an error-free problem counts as a tie, not as 0 or ∞) and the number of problems where it
-is at or below the tuned tree. ``--quick``: one split and every other synthetic size.
+that an error-free problem counts as a tie, not as 0 or ∞), with a 95 % bootstrap interval over
+the problems (:func:`problems_interval`), and the number of problems where it is at or below
+the tuned tree; the PAC-Bayes tree's ratio to HS the same way. ``--quick``: one split and every
+other synthetic size.
 """
 
 from __future__ import annotations
@@ -204,8 +206,10 @@ def run(quick: bool, splits: int, pac_options: dict, only=None, source=problems)
 
 
 def summary(records: list) -> dict:
-    """Per model: geometric-mean error ratio to the tuned tree, problems at or below it, and
-    the number of problems; plus the KD vote's gap to C1 on the imbalanced 5-class families."""
+    """Per model: geometric-mean error ratio to the tuned tree with its bootstrap interval
+    (:func:`problems_interval`), problems at or below it, and the number of problems; the
+    PAC-Bayes tree's ratio to HS likewise; and the KD vote's gap to C1 on the imbalanced
+    5-class families."""
     errors = {}
     for r in records:
         errors.setdefault(r["problem"], {}).setdefault(r["model"], []).append(r["error"])
@@ -213,15 +217,37 @@ def summary(records: list) -> dict:
     out = {}
     present = {r["model"] for r in records}
     for model in [m for m in ("PAC-Bayes", "HS", "random forest") if m in present]:
-        ratios = [(e[model] + FLOOR) / (e["tuned tree"] + FLOOR) for e in mean.values()]
+        log_ratios = _log_ratios(mean, model, "tuned tree")
         wins = sum(e[model] <= e["tuned tree"] + 1e-12 for e in mean.values())
-        out[model] = {"geo_mean_ratio": float(np.exp(np.mean(np.log(ratios)))),
-                      "at_or_below_tree": int(wins), "problems": len(ratios)}
+        out[model] = {"geo_mean_ratio": float(np.exp(np.mean(log_ratios))),
+                      "interval": problems_interval(log_ratios),
+                      "at_or_below_tree": int(wins), "problems": len(log_ratios)}
+    if {"PAC-Bayes", "HS"} <= present:
+        log_ratios = _log_ratios(mean, "PAC-Bayes", "HS")
+        out["PAC-Bayes / HS"] = {"geo_mean_ratio": float(np.exp(np.mean(log_ratios))),
+                                 "interval": problems_interval(log_ratios)}
     rules = ("cycle", "spread")
     gaps = {p: {s: e[f"KD vote ({s})"] - e[f"C1 (KD, {s})"] for s in rules}
             for p, e in mean.items() if imbalanced_multiclass(p)
             and all(f"KD vote ({s})" in e and f"C1 (KD, {s})" in e for s in rules)}
     return {"models": out, "kd_vote_minus_c1": gaps, "mean_errors": mean}
+
+
+def _log_ratios(mean: dict, model: str, reference: str) -> np.ndarray:
+    """Per problem, ``log((error + FLOOR) / (reference's error + FLOOR))`` of mean errors."""
+    return np.log(np.array([(e[model] + FLOOR) / (e[reference] + FLOOR)
+                            for e in mean.values()]))
+
+
+def problems_interval(log_ratios, draws: int = 2000, seed: int = 0) -> list:
+    """95 % bootstrap interval of the geometric-mean ratio over the problems: the problems
+    resampled with replacement ``draws`` times (a fixed seed), the 2.5 and 97.5 percentiles of
+    the resampled geometric means. It says how far the ratio could move on another set of
+    problems like these; the noise of the splits within a problem is in the per-problem means."""
+    log_ratios = np.asarray(log_ratios, np.float64)
+    picks = np.random.default_rng(seed).integers(0, len(log_ratios), (draws, len(log_ratios)))
+    means = np.exp(log_ratios[picks].mean(axis=1))
+    return [float(np.quantile(means, 0.025)), float(np.quantile(means, 0.975))]
 
 
 TITLES = {"tuning": "Benchmark suite: the default PAC-Bayes tree against tuned trees",
@@ -241,11 +267,17 @@ def report(records: list, command: str, suite: str = "tuning") -> str:
              f"fits on a shared 2-core CPU. Protocol: the docstring of {protocol}. Ratio: "
              f"geometric mean over problems of (error + {FLOOR}) / (tuned tree's error + "
              f"{FLOOR}).", "",
-             "| model | geo-mean error ratio to the tuned tree | problems at or below it |",
-             "|---|---|---|"]
+             "| model | geo-mean error ratio to the tuned tree | 95 % interval (problems "
+             "resampled) | problems at or below it |",
+             "|---|---|---|---|"]
     for model, v in s["models"].items():
-        lines.append(f"| {model} | {v['geo_mean_ratio']:.3f} | {v['at_or_below_tree']} / "
-                     f"{v['problems']} |")
+        low, high = v["interval"]
+        if "problems" in v:
+            lines.append(f"| {model} | {v['geo_mean_ratio']:.3f} | {low:.3f}–{high:.3f} | "
+                         f"{v['at_or_below_tree']} / {v['problems']} |")
+        else:
+            lines.append(f"| {model} (errors over HS's) | {v['geo_mean_ratio']:.3f} | "
+                         f"{low:.3f}–{high:.3f} | |")
     if s["kd_vote_minus_c1"]:
         lines += ["", "Imbalanced 5-class families: KD vote's test error minus C1's on the same "
                   "T0 (points):", ""]
@@ -268,8 +300,9 @@ def _set_leaf_cost(cost: float) -> None:
     from jaxtree import pacbayes
     weights_from_counts = pacbayes._weights_from_counts
     pacbayes._weights_from_counts = (
-        lambda tree, stats, error_weight, root_weight, nonempty_weight: weights_from_counts(
-            tree, stats, error_weight, root_weight, cost * nonempty_weight))
+        lambda tree, stats, error_weight, root_weight, nonempty_weight, prior_stats=None:
+        weights_from_counts(tree, stats, error_weight, root_weight, cost * nonempty_weight,
+                            prior_stats))
 
 
 def _set_leaf_error(kind: str, alpha: float = 0.5) -> None:

@@ -69,3 +69,16 @@ def _zip_with(paths):
             archive.writestr(path, "0,0\n")
     buffer.seek(0)
     return buffer
+
+
+def test_problems_interval_brackets_the_geometric_mean_and_narrows_with_more_problems():
+    """The bootstrap interval of the benchmark's geometric-mean ratio: around the point estimate,
+    reproducible (fixed seed), a point for identical ratios, narrower for 4x the problems."""
+    rng = np.random.default_rng(1)
+    few = rng.normal(0.0, 0.1, 20)
+    low, high = benchmark_suite.problems_interval(few)
+    assert low < np.exp(few.mean()) < high
+    assert benchmark_suite.problems_interval(few) == [low, high]
+    assert benchmark_suite.problems_interval(np.full(9, np.log(0.9))) == pytest.approx([0.9, 0.9])
+    many_low, many_high = benchmark_suite.problems_interval(np.tile(few, 4))   # same spread
+    assert many_high - many_low < 0.7 * (high - low)                         # about half
