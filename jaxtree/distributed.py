@@ -565,6 +565,7 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     _check_tree_options(depth, estimator._min_split(), estimator.split, layout)
     if partition == "cart":
         cart.check_bins(bins)
+
     def grow_t0(X_rows, y_rows, layout=layout):
         """T0 of the given rows of every process (a collective call)."""
         if partition == "kd":

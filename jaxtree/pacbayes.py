@@ -81,7 +81,8 @@ def pacbayes_potentials(stats: NodeStats, lam1, lam2, prior_stats=None) -> Array
         [-4.    -3.414 -2.414 -2.    -2.     0.     0.   ]
     """
     occupied = _occupied(stats, prior_stats)
-    phi = -lam1 * stats.errors - lam2 * jnp.sqrt(stats.total) - occupied.astype(stats.counts.dtype)
+    leaf_cost = occupied.astype(stats.counts.dtype)
+    phi = -lam1 * stats.errors - lam2 * jnp.sqrt(stats.total) - leaf_cost
     return jnp.where(occupied | (stats.total > 0), phi, 0.0)
 
 
