@@ -77,8 +77,10 @@ def markdown(records: list[dict], metas: list[dict]) -> str:
         "",
         "One random split per dataset (seed " + str(meta["seed"]) + "): 2000 test points, the "
         "paper's training size (crowd: 8545). `certify=True`: half of the training set (S0) "
-        "builds T0 (coordinates cycled, the estimator's default depth for S0), its labels and "
-        "the practical prior P(T) ∝ e^{−|π(T, S0)|}; the posterior is fitted on the other half "
+        "builds T0 (KD or dyadic with coordinates cycled, at the estimator's default depth for "
+        "S0; or the estimator's default CART T0), its labels and the practical prior "
+        "P(T) ∝ e^{−|π(T, S0)|}; the posterior, Q ∝ P·e^{−λ1·ΣE − λ2·Σ√N} with the counts of "
+        "S, is fitted on the other half "
         "(S, n = |S|). λ's by 2-fold CV on S (paper's grid, `cv`) or by minimising the bound "
         "(`bound`). Certificate at δ = 0.05: R̂(Q) and KL(Q‖P) on S, the bound on the Gibbs "
         "risk (Proposition 1 at its best λ) and the majority-vote bound (2×). Test columns: "
@@ -105,7 +107,8 @@ def summary(records: list[dict]) -> str:
     violated = [(r["dataset"], r["partition"], r["tuning"]) for r in records
                 if r["bound"] < r["test_gibbs"] or r["majority_vote_bound"] < r["test_vote"]]
     done = {(r["dataset"], r["partition"], r["tuning"]) for r in records}
-    missing = [f"{d} {p} {t}" for d in datasets.DATASETS for p in ("kd", "dyadic")
+    partitions = sorted({r["partition"] for r in records})
+    missing = [f"{d} {p} {t}" for d in datasets.DATASETS for p in partitions
                for t in TUNING if (d, p, t) not in done]
     return (("Not run (stopped for time): " + ", ".join(missing) + ". "
              if missing else "") +
