@@ -52,7 +52,7 @@ import optax
 
 from jaxtree.engine import PruningProcess, local_offsets, pruning_process_from_offsets
 from jaxtree.pacbayes import pacbayes_offsets, pacbayes_theory_offsets
-from jaxtree.select import LOG_GRID
+from jaxtree.select import LOG_GRID, map_in_equal_chunks, settings_per_batch
 from jaxtree.stats import NodeStats
 from jaxtree.tree import Tree
 from jaxtree.validation import is_traced
@@ -327,8 +327,12 @@ def _theory_bound(log_lams, tree, stats, prior, delta, potentials_delta):
 def _grid_then_adam(objective, grid, args, steps, learning_rate, lo, hi):
     """``objective(theta, *args)`` on every row of ``grid`` ``[G, k]``, then ``steps`` Adam
     steps from the best row: ``(grid values [G], thetas [steps, k], values [steps])``, each
-    value at the θ before its step. One program."""
-    grid_values = jax.vmap(lambda theta: objective(theta, *args))(grid)
+    value at the θ before its step. One program. The grid rows are evaluated in chunks that
+    keep their intermediates within ~0.5 GiB (a bound takes ~24 bytes per node and setting: a
+    26-million-node dyadic T0 asked 64 GB for the whole grid at once)."""
+    tree = args[0]
+    grid_values = map_in_equal_chunks(lambda theta: objective(theta, *args), grid,
+                                      settings_per_batch(tree.num_nodes))
     optimizer = optax.adam(learning_rate)
 
     def step(carry, _):

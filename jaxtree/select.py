@@ -478,19 +478,33 @@ def grid_errors(tree: Tree, folds: Folds, votes_fn: Callable, grid: dict,
          [1. 0.]
          [1. 0.]]
     """
-    size = grid_size(grid)
+    grid_size(grid)                       # one length G for every [G] entry, or an error
     varying, shared = shared_settings(grid)
     if batch_size is None:
         k, nodes, classes = folds.train.counts.shape
-        per_setting = k * (nodes + folds.path.size // k) * classes * _BYTES_PER_ENTRY
-        batch_size = max(1, _GRID_MEMORY_BUDGET // per_setting)
+        batch_size = settings_per_batch(k * (nodes + folds.path.size // k) * classes)
+    return map_in_equal_chunks(
+        lambda p: fold_errors(tree, folds, votes_fn, {**shared, **p}, scoring), varying,
+        batch_size)
+
+
+def settings_per_batch(entries_per_setting: int) -> int:
+    """How many settings of a grid to evaluate at once so that their intermediates stay within
+    ~0.5 GiB, for a setting that touches ``entries_per_setting`` (node, fold, class) entries."""
+    return max(1, _GRID_MEMORY_BUDGET // (entries_per_setting * _BYTES_PER_ENTRY))
+
+
+def map_in_equal_chunks(fn: Callable, xs, batch_size: int):
+    """``jax.lax.map(fn, xs, batch_size=...)`` over the leading axis of the pytree ``xs`` in
+    equal chunks of at most ``batch_size`` (``vmap`` inside a chunk): the items are padded with
+    copies of the last one to a whole number of chunks, so that one chunk is compiled (``lax.map``
+    compiles a remainder chunk as a second copy), and the padding's results are dropped."""
+    size = jax.tree.leaves(xs)[0].shape[0]
     chunks = -(-size // min(batch_size, size))
     batch_size = -(-size // chunks)
     extra = chunks * batch_size - size
-    settings = jax.tree.map(lambda v: jnp.concatenate([v, jnp.repeat(v[-1:], extra)]), varying)
-    errors = jax.lax.map(lambda p: fold_errors(tree, folds, votes_fn, {**shared, **p}, scoring),
-                         settings, batch_size=batch_size)
-    return errors[:size]
+    padded = jax.tree.map(lambda v: jnp.concatenate([v, jnp.repeat(v[-1:], extra, axis=0)]), xs)
+    return jax.tree.map(lambda out: out[:size], jax.lax.map(fn, padded, batch_size=batch_size))
 
 
 def grid_size(grid: dict) -> int:

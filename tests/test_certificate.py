@@ -176,6 +176,22 @@ def test_tune_by_bound_never_ends_above_the_grid(certified_problem):
         cert.tune_by_bound(tree, stats, potentials="other")
 
 
+def test_tune_by_bound_evaluates_its_grid_in_chunks_alike(certified_problem, monkeypatch):
+    """A grid evaluated one setting at a time (the memory budget of a huge T0) gives the same
+    bounds and Adam path as all settings at once."""
+    *_, X, y = certified_problem
+    tree = jaxtree.kd_tree(X[:150], max_depth=2, y=y[:150])
+    prior_stats = jaxtree.node_stats(tree, X[:150], y[:150], 2)
+    stats = jaxtree.NodeStats(jaxtree.node_stats(tree, X[150:], y[150:], 2).counts,
+                              prior_stats.label)
+    whole = cert.tune_by_bound(tree, stats, prior_stats=prior_stats, steps=3)
+    monkeypatch.setattr(jaxtree.select, "_GRID_MEMORY_BUDGET", 1)    # one setting per chunk
+    assert jaxtree.select.settings_per_batch(tree.num_nodes) == 1
+    chunked = cert.tune_by_bound(tree, stats, prior_stats=prior_stats, steps=4)  # a new trace
+    assert chunked.grid_bound == pytest.approx(whole.grid_bound, rel=1e-6)
+    np.testing.assert_allclose(chunked.path["bound"][:3], whole.path["bound"], rtol=1e-6)
+
+
 # -- the estimator -------------------------------------------------------------------------------
 def test_certified_fit_splits_the_sample(certified_problem):
     """T0 and the labels from S0, the counts of the posterior from S; the Gibbs risk on S is the
