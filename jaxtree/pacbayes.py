@@ -105,7 +105,9 @@ def pacbayes_authors_potentials(tree: Tree, stats: NodeStats, lam1, lam2) -> Arr
 
 def pacbayes_theory_potentials(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Array:
     """Theory leaf potentials (Theorem 1, docs/theory/pacbayes.md):
-    ``φ(A) = −λ·E_A − λ·n·sqrt(2·p̂(A)·log(|T0|/δ)/n) − 3·D0``, 0 at empty nodes.
+    ``φ(A) = −λ·E_A − λ·n·sqrt(2·p̂(A)·log(|T0|/δ)/n) − 3·D0`` at every node of T0, empty ones
+    too (``−3·D0``: the prior ``e^{−3·D0·|π(T)|}`` counts every leaf, so the posterior is that
+    prior times the data term); 0 off T0.
 
     ``|T0|`` is the number of nodes of T0 and ``D0`` its depth: the deepest level that holds a
     node of T0, not the layout's (a layout padded to a shared shape has more levels).
@@ -130,11 +132,10 @@ def pacbayes_theory_potentials(tree: Tree, stats: NodeStats, lam, delta=0.05) ->
         [-13.07  -11.292 -10.292  -9.035  -9.035   0.      0.   ]
     """
     n = stats.num_samples
-    total = stats.total
-    p_hat = total / n
+    p_hat = stats.total / n
     penalty = lam * n * jnp.sqrt(2 * p_hat * _theory_log_term(tree, delta) / n)
     phi = -lam * stats.errors - penalty - 3.0 * _deepest_level(tree)
-    return jnp.where(total > 0, phi, 0.0)
+    return jnp.where(_in_tree(tree), phi, 0.0)
 
 
 def pacbayes_offsets(tree: Tree, stats: NodeStats, lam1, lam2, prior_stats=None) -> Array:
@@ -165,7 +166,7 @@ def pacbayes_offsets(tree: Tree, stats: NodeStats, lam1, lam2, prior_stats=None)
         >>> print(np.asarray(jaxtree.pacbayes_offsets(tree, stats, 1.0, 1.0)).round(3))
         [-1.828 -0.586  0.     0.     0.     0.     0.   ]
     """
-    return _count_offsets(tree, stats, lam1, lam2, 1.0, prior_stats)
+    return _count_offsets(tree, stats, lam1, lam2, 1.0, _occupied(stats, prior_stats))
 
 
 def pacbayes_theory_offsets(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Array:
@@ -185,7 +186,8 @@ def pacbayes_theory_offsets(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Ar
         >>> print(np.asarray(offsets).round(3))
         [-8.514 -6.778  0.     0.     0.     0.     0.   ]
     """
-    return _count_offsets(tree, stats, *_theory_coefficients(tree, lam, delta))
+    return _count_offsets(tree, stats, *_theory_coefficients(tree, lam, delta),
+                          _in_tree(tree))
 
 
 def pacbayes_authors_offsets(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
@@ -227,7 +229,8 @@ def pacbayes_log_weights(tree: Tree, stats: NodeStats, lam1, lam2, leaf_cost=1.0
         >>> print(np.exp(np.asarray(log_w)).round(3))
         [0.8   0.129 0.2   0.072 0.072 0.    0.   ]
     """
-    return _weights_from_counts(tree, stats, lam1, lam2, leaf_cost, prior_stats)
+    return _weights_from_counts(tree, stats, lam1, lam2, leaf_cost,
+                                _occupied(stats, prior_stats))
 
 
 def pacbayes_theory_log_weights(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Array:
@@ -249,7 +252,8 @@ def pacbayes_theory_log_weights(tree: Tree, stats: NodeStats, lam, delta=0.05) -
         >>> print(np.exp(np.asarray(log_w)).round(3))
         [1. 0. 0. 0. 0. 0. 0.]
     """
-    return _weights_from_counts(tree, stats, *_theory_coefficients(tree, lam, delta))
+    return _weights_from_counts(tree, stats, *_theory_coefficients(tree, lam, delta),
+                                _in_tree(tree))
 
 
 def _theory_log_term(tree: Tree, delta):
@@ -265,8 +269,8 @@ def _deepest_level(tree: Tree):
 
 
 def _theory_coefficients(tree: Tree, lam, delta):
-    """The theory potentials as ``−a·E_A − b·√N_A − c·1[N_A > 0]``: ``(a, b, c)``
-    (``λ·n·sqrt(2·(N/n)·L/n) = λ·sqrt(2·L)·√N``)."""
+    """The theory potentials as ``−a·E_A − b·√N_A − c`` (``c`` at every node of T0):
+    ``(a, b, c)`` (``λ·n·sqrt(2·(N/n)·L/n) = λ·sqrt(2·L)·√N``)."""
     return lam, lam * jnp.sqrt(2 * _theory_log_term(tree, delta)), 3.0 * _deepest_level(tree)
 
 
@@ -276,19 +280,25 @@ def _occupied(stats: NodeStats, prior_stats=None) -> Array:
     return (stats if prior_stats is None else prior_stats).total > 0
 
 
+def _in_tree(tree: Tree) -> Array:
+    """``[nodes]`` bool: the nodes of T0, every one of which pays the theory reading's leaf cost
+    (its prior ``e^{−3·D0·|π(T)|}`` counts every leaf)."""
+    return tree_membership(tree.internal, tree.layout)
+
+
 @jax.jit
-def _count_offsets(tree: Tree, stats: NodeStats, error_weight, root_weight, nonempty_weight,
-                   prior_stats=None):
-    """``δ`` of ``φ = −error_weight·E − root_weight·√N − nonempty_weight·1[occupied]``
-    (:func:`_occupied`)."""
+def _count_offsets(tree: Tree, stats: NodeStats, error_weight, root_weight, leaf_weight,
+                   pays_leaf_cost):
+    """``δ`` of ``φ = −error_weight·E − root_weight·√N − leaf_weight·1[pays_leaf_cost]``
+    (``pays_leaf_cost`` ``[nodes]`` bool: :func:`_occupied` or :func:`_in_tree`)."""
     errors, total = stats.errors, stats.total
-    occupied = _occupied(stats, prior_stats).astype(errors.dtype)
-    (errors_l, total_l, occupied_l), (errors_r, total_r, occupied_r) = child_values(
-        (errors, total, occupied), tree.layout)
+    paying = pays_leaf_cost.astype(errors.dtype)
+    (errors_l, total_l, paying_l), (errors_r, total_r, paying_r) = child_values(
+        (errors, total, paying), tree.layout)
     error_change = (errors_l + errors_r) - errors
-    nonempty_change = occupied_l + occupied_r - occupied
+    leaf_change = paying_l + paying_r - paying
     offset = (-error_weight * error_change - root_weight * _root_gain(total_l, total_r, total)
-              - nonempty_weight * nonempty_change)
+              - leaf_weight * leaf_change)
     return jnp.where(tree.internal, offset, 0)
 
 
@@ -318,11 +328,10 @@ def _authors_log_weights(tree, stats, lam1, lam2):
 
 
 @jax.jit
-def _weights_from_counts(tree, stats, error_weight, root_weight, nonempty_weight,
-                         prior_stats=None):
+def _weights_from_counts(tree, stats, error_weight, root_weight, leaf_weight, pays_leaf_cost):
     """Log weights from :func:`_count_offsets`, as one program."""
-    offset = _count_offsets(tree, stats, error_weight, root_weight, nonempty_weight,
-                            prior_stats)
+    offset = _count_offsets(tree, stats, error_weight, root_weight, leaf_weight,
+                            pays_leaf_cost)
     return log_weights_from_offsets(offset, tree.internal, tree.layout)
 
 

@@ -86,7 +86,8 @@ def test_practical_and_theory_certificates_match_enumeration(certified_problem):
 def test_certified_posterior_is_the_prior_times_the_data_term(certified_problem):
     """With T0 and the prior from S0 and the counts from a smaller S that leaves cells of S0
     empty, the posterior is ``Q(T) ∝ P(T)·e^{−λ1·ΣE − λ2·Σ√N}`` (the leaf cost where S0 has
-    points, the prior's), by enumeration of every pruning; its certificate is that Q's."""
+    points, the prior's), by enumeration of every pruning; its certificate is that Q's. The
+    theory reading's posterior likewise carries its prior's leaf cost, at every leaf."""
     tree, _, prior_stats, X, y = certified_problem
     small = jaxtree.node_stats(tree, X[150:170], y[150:170], 2)
     stats = jaxtree.NodeStats(small.counts, prior_stats.label)
@@ -108,6 +109,22 @@ def test_certified_posterior_is_the_prior_times_the_data_term(certified_problem)
     # charging only S's non-empty cells leaves S's empty subtrees free: another, deeper Q
     free = jaxtree.pacbayes_log_weights(tree, stats, 2.0, 0.5)
     assert not np.allclose(np.exp(np.asarray(free)), w_ref, atol=1e-3)
+    # the theory reading: its prior e^{−3·D0·|π(T)|} charges every leaf, S's empty ones too
+    in_tree, n = in_tree_of(tree), 20
+    p_theory = np.where(in_tree, -3.0 * tree.depth, 0.0)
+    q_theory = (-0.7 * errors - 0.7 * n * np.sqrt(2 * total / n * np.log(in_tree.sum() / 0.1) / n)
+                + p_theory)
+    w_theory, _, _ = brute_force(q_theory, None, internal)
+    log_w = jaxtree.pacbayes_theory_log_weights(tree, stats, 0.7, 0.1)
+    np.testing.assert_allclose(np.exp(np.asarray(log_w, np.float64)), w_theory, atol=1e-5)
+    got = cert.pacbayes_theory_certificate(tree, stats, 0.7, potentials_delta=0.1)
+    errors_ref, kl_ref = enumerated(q_theory, p_theory, errors, internal)
+    assert float(got.kl) == pytest.approx(kl_ref, rel=1e-4, abs=1e-4)
+
+
+def in_tree_of(tree):
+    """``[nodes]`` bool: the slots that hold a node of T0 (a complete layout's heap)."""
+    return np.asarray(jax.jit(jaxtree.tree_membership)(tree.internal))
 
 
 # -- Proposition 1 -------------------------------------------------------------------------------
