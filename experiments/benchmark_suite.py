@@ -300,9 +300,9 @@ def _set_leaf_cost(cost: float) -> None:
     from jaxtree import pacbayes
     weights_from_counts = pacbayes._weights_from_counts
     pacbayes._weights_from_counts = (
-        lambda tree, stats, error_weight, root_weight, leaf_weight, pays_leaf_cost:
-        weights_from_counts(tree, stats, error_weight, root_weight, cost * leaf_weight,
-                            pays_leaf_cost))
+        lambda tree, stats, error_weight, root_weight, leaf_weight, prior_stats=None,
+        every_leaf=False: weights_from_counts(tree, stats, error_weight, root_weight,
+                                              cost * leaf_weight, prior_stats, every_leaf))
 
 
 def _set_leaf_error(kind: str, alpha: float = 0.5) -> None:

@@ -166,7 +166,7 @@ def pacbayes_offsets(tree: Tree, stats: NodeStats, lam1, lam2, prior_stats=None)
         >>> print(np.asarray(jaxtree.pacbayes_offsets(tree, stats, 1.0, 1.0)).round(3))
         [-1.828 -0.586  0.     0.     0.     0.     0.   ]
     """
-    return _count_offsets(tree, stats, lam1, lam2, 1.0, _occupied(stats, prior_stats))
+    return _count_offsets(tree, stats, lam1, lam2, 1.0, prior_stats)
 
 
 def pacbayes_theory_offsets(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Array:
@@ -187,7 +187,7 @@ def pacbayes_theory_offsets(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Ar
         [-8.514 -6.778  0.     0.     0.     0.     0.   ]
     """
     return _count_offsets(tree, stats, *_theory_coefficients(tree, lam, delta),
-                          _in_tree(tree))
+                          every_leaf=True)
 
 
 def pacbayes_authors_offsets(tree: Tree, stats: NodeStats, lam1, lam2) -> Array:
@@ -229,8 +229,7 @@ def pacbayes_log_weights(tree: Tree, stats: NodeStats, lam1, lam2, leaf_cost=1.0
         >>> print(np.exp(np.asarray(log_w)).round(3))
         [0.8   0.129 0.2   0.072 0.072 0.    0.   ]
     """
-    return _weights_from_counts(tree, stats, lam1, lam2, leaf_cost,
-                                _occupied(stats, prior_stats))
+    return _weights_from_counts(tree, stats, lam1, lam2, leaf_cost, prior_stats)
 
 
 def pacbayes_theory_log_weights(tree: Tree, stats: NodeStats, lam, delta=0.05) -> Array:
@@ -253,7 +252,7 @@ def pacbayes_theory_log_weights(tree: Tree, stats: NodeStats, lam, delta=0.05) -
         [1. 0. 0. 0. 0. 0. 0.]
     """
     return _weights_from_counts(tree, stats, *_theory_coefficients(tree, lam, delta),
-                                _in_tree(tree))
+                                every_leaf=True)
 
 
 def _theory_log_term(tree: Tree, delta):
@@ -286,13 +285,15 @@ def _in_tree(tree: Tree) -> Array:
     return tree_membership(tree.internal, tree.layout)
 
 
-@jax.jit
+@functools.partial(jax.jit, static_argnames="every_leaf")
 def _count_offsets(tree: Tree, stats: NodeStats, error_weight, root_weight, leaf_weight,
-                   pays_leaf_cost):
-    """``δ`` of ``φ = −error_weight·E − root_weight·√N − leaf_weight·1[pays_leaf_cost]``
-    (``pays_leaf_cost`` ``[nodes]`` bool: :func:`_occupied` or :func:`_in_tree`)."""
+                   prior_stats=None, every_leaf=False):
+    """``δ`` of ``φ = −error_weight·E − root_weight·√N − leaf_weight·1[A pays the leaf cost]``:
+    every node of T0 with ``every_leaf`` (:func:`_in_tree`, the theory prior's), else the
+    occupied ones (:func:`_occupied`, the practical prior's)."""
     errors, total = stats.errors, stats.total
-    paying = pays_leaf_cost.astype(errors.dtype)
+    pays = _in_tree(tree) if every_leaf else _occupied(stats, prior_stats)
+    paying = pays.astype(errors.dtype)
     (errors_l, total_l, paying_l), (errors_r, total_r, paying_r) = child_values(
         (errors, total, paying), tree.layout)
     error_change = (errors_l + errors_r) - errors
@@ -327,11 +328,12 @@ def _authors_log_weights(tree, stats, lam1, lam2):
                                     tree.layout)
 
 
-@jax.jit
-def _weights_from_counts(tree, stats, error_weight, root_weight, leaf_weight, pays_leaf_cost):
+@functools.partial(jax.jit, static_argnames="every_leaf")
+def _weights_from_counts(tree, stats, error_weight, root_weight, leaf_weight, prior_stats=None,
+                         every_leaf=False):
     """Log weights from :func:`_count_offsets`, as one program."""
-    offset = _count_offsets(tree, stats, error_weight, root_weight, leaf_weight,
-                            pays_leaf_cost)
+    offset = _count_offsets(tree, stats, error_weight, root_weight, leaf_weight, prior_stats,
+                            every_leaf)
     return log_weights_from_offsets(offset, tree.internal, tree.layout)
 
 
