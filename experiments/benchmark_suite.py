@@ -272,12 +272,12 @@ def report(records: list, command: str, suite: str = "tuning") -> str:
              "|---|---|---|---|"]
     for model, v in s["models"].items():
         low, high = v["interval"]
-        if "problems" in v:
-            lines.append(f"| {model} | {v['geo_mean_ratio']:.3f} | {low:.3f}–{high:.3f} | "
-                         f"{v['at_or_below_tree']} / {v['problems']} |")
-        else:
+        if model == "PAC-Bayes / HS":          # a ratio to HS, not to the tuned tree
             lines.append(f"| {model} (errors over HS's) | {v['geo_mean_ratio']:.3f} | "
                          f"{low:.3f}–{high:.3f} | |")
+        else:
+            lines.append(f"| {model} | {v['geo_mean_ratio']:.3f} | {low:.3f}–{high:.3f} | "
+                         f"{v['at_or_below_tree']} / {v['problems']} |")
     if s["kd_vote_minus_c1"]:
         lines += ["", "Imbalanced 5-class families: KD vote's test error minus C1's on the same "
                   "T0 (points):", ""]
@@ -300,9 +300,9 @@ def _set_leaf_cost(cost: float) -> None:
     from jaxtree import pacbayes
     weights_from_counts = pacbayes._weights_from_counts
     pacbayes._weights_from_counts = (
-        lambda tree, stats, error_weight, root_weight, leaf_weight, prior_stats=None,
-        every_leaf=False: weights_from_counts(tree, stats, error_weight, root_weight,
-                                              cost * leaf_weight, prior_stats, every_leaf))
+        lambda tree, stats, error_weight, root_weight, leaf_weight, *rest, **options:
+        weights_from_counts(tree, stats, error_weight, root_weight, cost * leaf_weight, *rest,
+                            **options))
 
 
 def _set_leaf_error(kind: str, alpha: float = 0.5) -> None:

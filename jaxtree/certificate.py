@@ -297,7 +297,8 @@ def tune_by_bound(tree: Tree, stats: NodeStats, potentials="practical", delta=0.
     args = (tree, stats, prior_process, jnp.asarray(delta, dtype), extra)
     grid = jnp.log(jnp.asarray(list(itertools.product(LOG_GRID, repeat=len(names))), dtype))
     grid_bounds, thetas, bounds = _grid_then_adam(objective, grid, args, steps, learning_rate,
-                                                  *log_bounds)
+                                                  *log_bounds,
+                                                  batch_size=settings_per_batch(tree.num_nodes))
     start = grid[jnp.argmin(grid_bounds)]
     all_thetas = jnp.concatenate([start[None], thetas])
     all_bounds = jnp.concatenate([jnp.min(grid_bounds)[None], bounds])
@@ -323,16 +324,15 @@ def _theory_bound(log_lams, tree, stats, prior, delta, potentials_delta):
                                 delta, tree.layout).bound
 
 
-@functools.partial(jax.jit, static_argnames=("objective", "steps"))
-def _grid_then_adam(objective, grid, args, steps, learning_rate, lo, hi):
+@functools.partial(jax.jit, static_argnames=("objective", "steps", "batch_size"))
+def _grid_then_adam(objective, grid, args, steps, learning_rate, lo, hi, batch_size):
     """``objective(theta, *args)`` on every row of ``grid`` ``[G, k]``, then ``steps`` Adam
     steps from the best row: ``(grid values [G], thetas [steps, k], values [steps])``, each
-    value at the θ before its step. One program. The grid rows are evaluated in chunks that
-    keep their intermediates within ~0.5 GiB (a bound takes ~24 bytes per node and setting: a
-    26-million-node dyadic T0 asked 64 GB for the whole grid at once)."""
-    tree = args[0]
-    grid_values = map_in_equal_chunks(lambda theta: objective(theta, *args), grid,
-                                      settings_per_batch(tree.num_nodes))
+    value at the θ before its step. One program. The grid rows are evaluated ``batch_size`` at
+    a time (:func:`jaxtree.select.settings_per_batch` keeps their intermediates within ~0.5 GiB:
+    a bound takes ~24 bytes per node and setting, and a 26-million-node dyadic T0 asked 64 GB
+    for the whole grid at once)."""
+    grid_values = map_in_equal_chunks(lambda theta: objective(theta, *args), grid, batch_size)
     optimizer = optax.adam(learning_rate)
 
     def step(carry, _):

@@ -204,7 +204,7 @@ def test_tune_by_bound_evaluates_its_grid_in_chunks_alike(certified_problem, mon
     whole = cert.tune_by_bound(tree, stats, prior_stats=prior_stats, steps=3)
     monkeypatch.setattr(jaxtree.select, "_GRID_MEMORY_BUDGET", 1)    # one setting per chunk
     assert jaxtree.select.settings_per_batch(tree.num_nodes) == 1
-    chunked = cert.tune_by_bound(tree, stats, prior_stats=prior_stats, steps=4)  # a new trace
+    chunked = cert.tune_by_bound(tree, stats, prior_stats=prior_stats, steps=4)
     assert chunked.grid_bound == pytest.approx(whole.grid_bound, rel=1e-6)
     np.testing.assert_allclose(chunked.path["bound"][:3], whole.path["bound"], rtol=1e-6)
 
