@@ -238,29 +238,34 @@ def test_bad_shapes_raise_value_errors():
         jaxtree.fit(X, y, num_classes=2, weight=np.ones(3))
 
 
-def test_width_ladder_widens_a_capped_cart_tree_to_the_uncapped_one():
-    """Random labels on 1,024 rows: the first rung of the CART width ladder (64) caps a node;
-    the eager fit climbs to the next rung and gives the tree of the widest layout, and the next
-    fit of that shape starts there; under a caller's jit the first rung's capped count is
-    reported, not hidden."""
+@pytest.mark.parametrize("partition", ["cart", "dyadic"])
+def test_width_ladder_widens_a_capped_tree_to_the_uncapped_one(partition):
+    """Random labels on 1,024 rows: the first rung of the width ladder (64) of a CART or dyadic
+    T0 caps a node; the eager fit climbs to the next rung and gives the tree of the widest
+    layout, and the next fit of that shape starts there; under a caller's jit the first rung's
+    capped count is reported, not hidden."""
     rng = np.random.default_rng(0)
     X = rng.normal(size=(1024, 4)).astype(np.float32)
     y = rng.integers(0, 2, 1024).astype(np.int32)
-    options = dict(num_classes=2, partition="cart", lam1=1.0, lam2=1.0, tune=None)
-    depth = fitting.default_max_depth("cart", 1024, 4)
-    first = fitting.default_width(1024, 2, depth, "cart")
+    options = dict(num_classes=2, partition=partition, lam1=1.0, lam2=1.0, tune=None)
+    depth = fitting.default_max_depth(partition, 1024, 4)
+    first = fitting.default_width(1024, 2, depth, partition)
     assert first == 64 < fitting.width_bound(1024, 2, depth) == 1024
     capped = jaxtree.fit(X, y, width=first, **options)
     assert int(capped.capped) > 0
     widest = jaxtree.fit(X, y, width=1024, **options)
     model = jaxtree.fit(X, y, **options)
     assert int(model.capped) == 0 and int(widest.capped) == 0
-    assert model.tree.internal.shape[0] == (depth + 1) * fitting.wider_width(first, 1024)
+    rungs = [first]
+    while rungs[-1] < 1024:
+        rungs.append(fitting.wider_width(rungs[-1], 1024))
+    width = model.tree.internal.shape[0] // (depth + 1)
+    assert width in rungs[1:] and model.tree.internal.shape[0] == (depth + 1) * width
     assert int(model.tree.internal.sum()) == int(widest.tree.internal.sum())
     np.testing.assert_allclose(jaxtree.predict_proba(model, X),
                                jaxtree.predict_proba(widest, X), atol=1e-6)
     config = fitting.fit_config(1024, 4, **options)
-    assert fitting.known_width(config, X.shape).grow.width == fitting.wider_width(first, 1024)
+    assert fitting.known_width(config, X.shape).grow.width == width
     traced = jax.jit(lambda X, y: fitting.fit_with_config(X, y, None, None, config,
                                                           lam1=1.0, lam2=1.0))(X, y)
     assert int(traced.capped) == int(capped.capped)
