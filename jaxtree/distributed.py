@@ -348,7 +348,8 @@ def grow_cart_t0(X, y, num_classes: int, max_depth: int, min_split: int, random_
 
     def run(config):
         tree, info = _grow_over_rows(*arrays, edges, config)
-        return tree, int(np.asarray(info.capped.addressable_data(0)))
+        return tree, tuple(int(np.asarray(count.addressable_data(0)))
+                           for count in (info.capped, info.depth_capped))
 
     tree, _ = fitting.widen_until_uncapped(run, config, (n, X.shape[1]))
     return jax.tree.map(lambda a: np.asarray(a.addressable_data(0)), tree)

@@ -424,7 +424,7 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
         def run(config):
             tree, info = _grow_tree(X, y, weight, config.grow, grow_key,
                                     self._depth_limit(X, weight))
-            return (tree, info.capped), info.capped
+            return (tree, info.capped), (info.capped, info.depth_capped)
 
         (tree, capped), config = fitting.widen_until_uncapped(run, self._fit_config(X, weight),
                                                               X.shape)
@@ -743,7 +743,7 @@ class PACBayesTreeClassifier(TreeClassifierBase):
                                             delta=self.delta, smoothing=self.smoothing,
                                             splits=self._cv_splits,
                                             depth_limit=self._depth_limit(X, weight))
-            return model, model.capped
+            return model, (model.capped, model.depth_capped)
 
         model, config = fitting.widen_until_uncapped(run, config, X.shape)
         _warn_capped(model.capped, config.grow.width)

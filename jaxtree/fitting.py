@@ -93,6 +93,8 @@ class FitConfig:
       cv: number of folds of the tuning.
       per_fold_trees: grow each fold's T0 on its training part (a label-aware, CART, T0).
       scoring: the selection criterion (:data:`jaxtree.select.SCORINGS`).
+      max_depth: the depth T0 may reach, of which ``grow.max_depth`` (the layout's) may be a
+        first rung (:func:`first_layout_depth`); None: ``grow.max_depth``.
     """
 
     grow: GrowConfig
@@ -102,11 +104,12 @@ class FitConfig:
     cv: int = 2
     per_fold_trees: bool = False
     scoring: str = "accuracy"
+    max_depth: Optional[int] = None
 
 
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=["tree", "stats", "log_weights", "node_proba", "lam1", "lam2",
-                                "capped", "cv_error", "search"],
+                                "capped", "cv_error", "search", "depth_capped"],
                    meta_fields=["proba"])
 @dataclasses.dataclass(frozen=True)
 class FittedTree:
@@ -119,8 +122,11 @@ class FittedTree:
       node_proba: ``[nodes, L]`` the nodes' smoothed class frequencies.
       lam1, lam2: scalars, the λ's used (selected or given; ``lam2`` is NaN for the theory
         potentials, which have one λ).
-      capped: int scalar, nodes that the level-width cap kept from splitting (0: T0 is the tree
-        the builder's rule grows).
+      capped: int scalar, nodes of T0 and of the folds' trees that the level-width cap kept
+        from splitting (0: the trees are those the builder's rule grows).
+      depth_capped: int scalar, nodes of those trees that the layout's depth, a rung below the
+        depth T0 may reach (:func:`first_layout_depth`), kept from splitting (None in a model
+        saved by a jaxtree that did not count them).
       cv_error: scalar, the selected setting's CV error rate (NaN when nothing was tuned).
       search: the :class:`jaxtree.select.GridSearchResult` of the tuning, or None.
       proba: static, ``"predictive"`` or ``"majority"``.
@@ -151,6 +157,7 @@ class FittedTree:
     capped: Array
     cv_error: Array
     search: Optional[select.GridSearchResult]
+    depth_capped: Optional[Array] = None       # None: a model saved before it was counted
     proba: str = "predictive"
 
 
@@ -204,51 +211,89 @@ def wider_width(width: int, bound: int) -> int:
     return min(bound, 4 * width)
 
 
-# T0 wide enough: the width ladder, remembered per shape and options within a process
-_KNOWN_WIDTHS: dict = {}
+# The first layout depth of a dyadic T0, whose default depth cap floor(ln n)·D (the paper's) is
+# far above the depth its trees reach: on 3,000 rows of the bundled sets 14 to 41 levels where
+# the cap is 96 to 1,424, but 456 (the cap) on spam, whose repeated rows split to the cap
+DYADIC_FIRST_DEPTH = 32
+
+
+def first_layout_depth(partition: str, max_depth: int) -> int:
+    """The layout depth a T0 of ``partition`` that may reach ``max_depth`` starts at:
+    :data:`DYADIC_FIRST_DEPTH` for a dyadic T0 (deepened by :func:`widen_until_uncapped`
+    while nodes are depth-capped, as the width is widened), else ``max_depth``. Each pass over
+    T0 costs (layout depth + 1) · width: a dyadic layout of crowd's 3,000 rows at its cap of
+    252 levels had 13 times the slots of one at 32."""
+    return min(max_depth, DYADIC_FIRST_DEPTH) if partition == "dyadic" else max_depth
+
+
+def deeper_layout(depth: int, bound: int) -> int:
+    """The next rung of the layout-depth ladder above ``depth`` (4×), at most ``bound``."""
+    return min(bound, 4 * max(depth, 1))
+
+
+# T0's layout large enough: the width and depth ladders, remembered per shape and options
+# within a process
+_KNOWN_LAYOUTS: dict = {}
 
 
 def _grow_config(config) -> GrowConfig:
     return config.grow if isinstance(config, FitConfig) else config
 
 
-def _with_width(config, width: int):
-    """``config`` (a :class:`FitConfig` or a :class:`GrowConfig`) with T0's width ``width``."""
-    if isinstance(config, FitConfig):
-        return dataclasses.replace(config, grow=dataclasses.replace(config.grow, width=width))
-    return dataclasses.replace(config, width=width)
+def _reachable_depth(config) -> int:
+    """The depth T0 may reach: ``FitConfig.max_depth``, else its layout's."""
+    depth = config.max_depth if isinstance(config, FitConfig) else None
+    return _grow_config(config).max_depth if depth is None else depth
 
 
-def _width_key(config, shape) -> tuple:
-    """T0's options but its width, and the data's shape: what the width a tree needs hangs on."""
-    return _with_width(_grow_config(config), 2), tuple(shape)
+def _with_layout(config, width: int, depth: Optional[int] = None):
+    """``config`` (a :class:`FitConfig` or a :class:`GrowConfig`) with T0's width ``width`` and
+    layout depth ``depth`` (None: unchanged)."""
+    grow = _grow_config(config)
+    grow = dataclasses.replace(grow, width=width,
+                               max_depth=grow.max_depth if depth is None else depth)
+    return dataclasses.replace(config, grow=grow) if isinstance(config, FitConfig) else grow
+
+
+def _layout_key(config, shape) -> tuple:
+    """T0's options but its layout, and the data's shape: what the layout a tree needs hangs
+    on."""
+    return (_with_layout(_grow_config(config), 2, _reachable_depth(config)), tuple(shape))
 
 
 def known_width(config, shape):
-    """``config`` (a :class:`FitConfig` or a :class:`GrowConfig`) with T0's width raised to the
-    widest rung that an earlier fit of this process on data of ``shape`` and the same T0
-    options needed (:func:`widen_until_uncapped`)."""
-    width = _grow_config(config).width
-    return _with_width(config, max(width, _KNOWN_WIDTHS.get(_width_key(config, shape), 0)))
+    """``config`` (a :class:`FitConfig` or a :class:`GrowConfig`) with T0's layout raised to the
+    widest and deepest rungs that an earlier fit of this process on data of ``shape`` and the
+    same T0 options needed (:func:`widen_until_uncapped`)."""
+    grow = _grow_config(config)
+    width, depth = _KNOWN_LAYOUTS.get(_layout_key(config, shape), (0, 0))
+    return _with_layout(config, max(grow.width, width), max(grow.max_depth, depth))
 
 
 def widen_until_uncapped(run, config, shape):
-    """``(result, config)`` of ``result, capped = run(config)`` with T0's width raised rung by
-    rung (:func:`wider_width`) up to :func:`width_bound` while ``capped`` (the nodes the width
-    kept from splitting) is positive. ``config``: a :class:`FitConfig` or a
-    :class:`GrowConfig`. Starts at :func:`known_width`, so later fits of the same shape and
-    options compile nothing new; under a trace (``capped`` not concrete) it runs once."""
+    """``(result, config)`` of ``result, (capped, depth_capped) = run(config)`` with T0's
+    layout enlarged rung by rung while nodes are capped: its width (:func:`wider_width`, up to
+    :func:`width_bound`) while ``capped`` (the nodes the width kept from splitting) is
+    positive, its depth (:func:`deeper_layout`, up to ``config.max_depth``) while
+    ``depth_capped`` is. ``config``: a :class:`FitConfig` or a :class:`GrowConfig`. Starts at
+    :func:`known_width`, so later fits of the same shape and options compile nothing new;
+    under a trace (the counts not concrete) it runs once."""
     config = known_width(config, shape)
     grow = _grow_config(config)
-    bound = width_bound(shape[0], grow.min_split, grow.max_depth)
+    bound = width_bound(shape[0], grow.min_split, _reachable_depth(config))
     while True:
-        result, capped = run(config)
-        width = _grow_config(config).width
-        if isinstance(capped, jax.core.Tracer) or int(capped) == 0 or width >= bound:
+        result, (capped, depth_capped) = run(config)
+        if isinstance(capped, jax.core.Tracer):
+            return result, config
+        grow = _grow_config(config)
+        width = wider_width(grow.width, bound) if int(capped) else grow.width
+        depth = deeper_layout(grow.max_depth, _reachable_depth(config)) if int(depth_capped) \
+            else grow.max_depth
+        if (width, depth) == (grow.width, grow.max_depth):
             break
-        config = _with_width(config, wider_width(width, bound))
-    if not isinstance(capped, jax.core.Tracer):
-        _KNOWN_WIDTHS[_width_key(config, shape)] = _grow_config(config).width
+        config = _with_layout(config, width, depth)
+    grow = _grow_config(config)
+    _KNOWN_LAYOUTS[_layout_key(config, shape)] = (grow.width, grow.max_depth)
     return result, config
 
 
@@ -418,7 +463,10 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
         subsets (``max_features``).
       partition: T0's builder, ``"kd"``, ``"dyadic"`` or ``"cart"`` (over ``bins`` quantile
         bins; :func:`jaxtree.grow_tree`).
-      max_depth: depth cap of T0 (default :func:`default_max_depth` of ``n``).
+      max_depth: depth cap of T0 (default :func:`default_max_depth` of ``n``). A dyadic T0's
+        layout starts shallower (:func:`first_layout_depth`) and is deepened rung by rung
+        while nodes are cut short, counted in ``FittedTree.depth_capped``, as the width is
+        (below; a given ``width`` takes the whole depth at once).
       min_split: nodes with fewer points are not split.
       split: the KD / dyadic splitting rule (``"spread"``: widest spread, ``"cycle"``).
       width: level-width cap of T0; nodes beyond it stay leaves, counted in
@@ -489,7 +537,7 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
     def run(config):
         model = fit_with_config(X, y, weight, key, config, lam1=lam1, lam2=lam2, delta=delta,
                                 smoothing=smoothing)
-        return model, model.capped
+        return model, (model.capped, model.depth_capped)
 
     model, config = (run(config)[0], config) if width is not None else widen_until_uncapped(
         run, config, (n, dims))
@@ -545,7 +593,10 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
         else max_depth
     if not isinstance(depth, (int, np.integer)) or depth < 0:
         raise ValueError(f"max_depth must be an int >= 0 or None; got {max_depth!r}")
-    grow = GrowConfig(partition=partition, max_depth=int(depth),
+    # a given width fixes the layout: no ladder, so the layout takes the whole depth
+    grow = GrowConfig(partition=partition,
+                      max_depth=first_layout_depth(partition, int(depth)) if width is None
+                      else int(depth),
                       width=default_width(num_rows, min_split, int(depth), partition)
                       if width is None else width,
                       min_split=int(min_split), split=split, criterion=criterion,
@@ -554,7 +605,7 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
                       max_distinct=max_distinct)
     check_grow_config(grow)
     return FitConfig(grow=grow, potentials=potentials, proba=proba, tuned=tuned, cv=int(cv),
-                     per_fold_trees=per_fold, scoring=scoring)
+                     per_fold_trees=per_fold, scoring=scoring, max_depth=int(depth))
 
 
 def fit_with_config(X, y, weight, key, config: FitConfig, *, lam1=None, lam2=None, delta=0.05,
@@ -562,7 +613,7 @@ def fit_with_config(X, y, weight, key, config: FitConfig, *, lam1=None, lam2=Non
     """:func:`fit` with its static options in ``config`` (:func:`fit_config`); the estimators'
     entry point. ``weight`` None: ones; ``key`` None: ``PRNGKey(0)``; ``splits``: None (the CV
     deals its folds) or ``[2, cv, n]`` the folds' training and validation weights;
-    ``depth_limit``: the depth of T0 and of the folds' trees, at most ``config.grow.max_depth``
+    ``depth_limit``: the depth of T0 and of the folds' trees, at most ``config.max_depth``
     (None: that), an argument of the compiled program — the estimators give the default depth
     of the sample's size here, the layout's depth in ``config``, so refits whose default depths
     differ share one program."""
@@ -573,7 +624,7 @@ def fit_with_config(X, y, weight, key, config: FitConfig, *, lam1=None, lam2=Non
     nan = jnp.asarray(jnp.nan, dtype)
     lam = {"lam1": nan if lam1 is None else jnp.asarray(lam1, dtype),
            "lam2": nan if lam2 is None else jnp.asarray(lam2, dtype)}
-    depth_limit = config.grow.max_depth if depth_limit is None else depth_limit
+    depth_limit = _reachable_depth(config) if depth_limit is None else depth_limit
     grow_args = (X, jnp.asarray(y, jnp.int32), weight, key, jnp.asarray(depth_limit, jnp.int32),
                  None if splits is None else jnp.asarray(splits, dtype))
     finish_args = (lam, jnp.asarray(delta, dtype), jnp.asarray(smoothing, dtype))
@@ -640,6 +691,9 @@ def _grow_program(X, y, weight, key, depth_limit, splits, config: FitConfig):
             depth_limit)
         tree, info = jax.tree.map(lambda a: a[0], (trees, infos))
         fold_trees, fold_counts = jax.tree.map(lambda a: a[1:], (trees, infos.counts))
+        # a fold's tree cut short by the layout would change the CV: its caps count too
+        info = dataclasses.replace(info, capped=infos.capped.sum(),
+                                   depth_capped=infos.depth_capped.sum())
         return tree, info, fold_trees, fold_counts
     tree, info = grow_tree(X, y, weight, config.grow, grow_key, depth_limit)
     return tree, info, None, None
@@ -669,7 +723,8 @@ def _finish_program(grown, X, y, weight, key, depth_limit, splits, lam, delta, s
     return FittedTree(tree=tree, stats=stats, log_weights=log_weights,
                       node_proba=class_frequencies(tree, stats.counts, smoothing),
                       lam1=lam["lam1"], lam2=lam["lam2"], capped=info.capped,
-                      cv_error=cv_error, search=search, proba=config.proba)
+                      cv_error=cv_error, search=search, depth_capped=info.depth_capped,
+                      proba=config.proba)
 
 
 def skip_collapsed_refit(model: FittedTree, config: FitConfig, delta=0.05) -> FittedTree:

@@ -217,7 +217,8 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
                                 min(jobs, stop - start), (weights[start:stop], keys[start:stop]))
             grown.append(_joined(chunks, stop - start))
         trees, info = jax.tree.map(lambda *parts: jnp.concatenate(parts), *grown)
-        return (trees, info.counts, info.capped.sum()), info.capped.sum()
+        return ((trees, info.counts, info.capped.sum()),
+                (info.capped.sum(), info.depth_capped.sum()))
 
     (trees, counts, capped), config = fitting.widen_until_uncapped(run, config, X.shape)
     capped = int(capped)

@@ -126,8 +126,8 @@ class GrowConfig:
     max_distinct: Optional[int] = None
 
 
-@functools.partial(jax.tree_util.register_dataclass, data_fields=["capped", "depth", "counts"],
-                   meta_fields=[])
+@functools.partial(jax.tree_util.register_dataclass,
+                   data_fields=["capped", "depth", "counts", "depth_capped"], meta_fields=[])
 @dataclasses.dataclass(frozen=True)
 class GrowInfo:
     """What :func:`grow_tree` reports besides the tree.
@@ -136,6 +136,10 @@ class GrowInfo:
       capped: ``[]`` int32, nodes that would have split but stayed leaves because their level
         already had ``W / 2`` splits (0: the tree is the one without a width cap).
       depth: ``[]`` int32, the deepest level that holds a node.
+      depth_capped: ``[]`` int32, nodes on the layout's last level (``max_depth``) that would
+        have split, were the layout deeper, because ``depth_limit`` lies below them (0 when
+        ``depth_limit`` is at most ``max_depth``, the default: those nodes are leaves by the
+        rule).
       counts: ``[nodes, L]`` float, the summed weight of each class at each slot of the tree:
         the level histograms the builder counted anyway, equal to
         :func:`jaxtree.node_stats` ``(tree, X, y, L, sample_weight=weight).counts`` (up to the
@@ -159,6 +163,7 @@ class GrowInfo:
     capped: Array
     depth: Array
     counts: Array
+    depth_capped: Array
 
 
 def _is_int(value) -> bool:
@@ -217,9 +222,11 @@ def grow_tree(X, y, weight, config: GrowConfig, key=None,
       config: the static options (:class:`GrowConfig`).
       key: a ``jax.random`` key, needed with ``config.max_features``.
       depth_limit: ``[]`` int, may be traced: nodes at this depth are leaves, the levels below
-        it stay empty (default ``config.max_depth``, the layout's depth; a larger value is
-        ``config.max_depth``). A depth that follows the data (a default depth of the sample's
-        size) can so change without changing the compiled program.
+        it stay empty (default ``config.max_depth``, the layout's depth). A depth that follows
+        the data (a default depth of the sample's size) can so change without changing the
+        compiled program. A larger value than ``config.max_depth`` grows the same tree (the
+        layout ends there) and counts in ``GrowInfo.depth_capped`` the nodes of the last level
+        that it would split.
       presorted: None, or :func:`presort` of ``(X, config)``: the weight-free part of the CART
         bins (each column sorted), computed once outside a ``lax.map`` of many grows on the same
         ``X`` (bootstrap weights) instead of once per grow; the same tree.
@@ -329,15 +336,17 @@ def _grow(X, y, weight, key, depth_limit, config: GrowConfig, presorted=None, ed
     split_rule = _split_rule(Z, y, weight, config, key, presorted, edges)
 
     def level(carry, depth):
-        pos, cells, capped = carry
+        pos, cells, capped, deeper = carry
         counts = _node_counts(pos, y, weight, W, config.num_classes)
         total = counts.sum(axis=1)
-        candidate = (total >= config.min_split) & (depth < jnp.minimum(config.max_depth,
-                                                                        depth_limit))
+        # the rule's candidates; on the layout's last level they stay leaves, counted when
+        # depth_limit would split them
+        candidate = (total >= config.min_split) & (depth < depth_limit)
         if config.stop_pure or config.partition == "cart":
             candidate &= (counts > 0).sum(axis=1) > 1
         feature, threshold, found, missing_right = split_rule(pos, cells, depth, candidate)
-        splits = candidate & found
+        beyond = candidate & found & (depth >= config.max_depth)
+        splits = candidate & found & ~beyond
         rank = jnp.cumsum(splits, dtype=jnp.int32) - 1
         over = splits & (rank >= W // 2)
         splits &= ~over
@@ -347,14 +356,16 @@ def _grow(X, y, weight, key, depth_limit, config: GrowConfig, presorted=None, ed
         pos = _route_rows(Z, pos, splits, rank, feature, threshold, missing_right)
         if config.partition == "dyadic":               # the other rules do not read cells
             cells = _child_cells(cells, splits, rank, feature, threshold)
-        return ((pos, cells, capped + over.sum(dtype=jnp.int32)),
+        return ((pos, cells, capped + over.sum(dtype=jnp.int32),
+                 deeper + beyond.sum(dtype=jnp.int32)),
                 (splits, feature, threshold, missing_right, counts))
 
     start = jnp.where(live, 0, W).astype(jnp.int32)
     cells = (jnp.zeros((W, dims), dtype), jnp.ones((W, dims), dtype)) \
         if config.partition == "dyadic" else ()
-    (_, _, capped), (split, feature, threshold, missing_right, counts) = jax.lax.scan(
-        level, (start, cells, jnp.zeros((), jnp.int32)),
+    zero = jnp.zeros((), jnp.int32)
+    (_, _, capped, deeper), (split, feature, threshold, missing_right, counts) = jax.lax.scan(
+        level, (start, cells, zero, zero),
         jnp.arange(config.max_depth + 1, dtype=jnp.int32))
     layout = _layout(split)
     tree = Tree(feature=feature.reshape(-1), threshold=threshold.reshape(-1),
@@ -364,7 +375,7 @@ def _grow(X, y, weight, key, depth_limit, config: GrowConfig, presorted=None, ed
                 missing_right=missing_right.reshape(-1) if config.partition == "cart" else None)
     depth = split.any(axis=1).sum().astype(jnp.int32)
     return tree, GrowInfo(capped=capped.astype(jnp.int32), depth=depth,
-                          counts=counts.reshape(-1, config.num_classes))
+                          counts=counts.reshape(-1, config.num_classes), depth_capped=deeper)
 
 
 # -- scaling and per-level pieces -----------------------------------------------------------------

@@ -271,6 +271,42 @@ def test_width_ladder_widens_a_capped_tree_to_the_uncapped_one(partition):
     assert int(traced.capped) == int(capped.capped)
 
 
+def test_depth_ladder_deepens_a_dyadic_layout_to_the_tree_of_the_whole_depth(monkeypatch):
+    """A dyadic T0's layout starts at a first depth rung (here 3 instead of 32) below the depth
+    its tree may reach (floor(ln 300)·2 = 10): the grow counts the last level's nodes that the
+    depth limit would split; the eager fit deepens the layout rung by rung until none is left
+    and gives the tree, the λ's and the predictions of the layout of the whole depth; the next
+    fit of that shape starts there; under a caller's jit the first rung's count is reported."""
+    monkeypatch.setattr(fitting, "DYADIC_FIRST_DEPTH", 3)
+    monkeypatch.setattr(fitting, "_KNOWN_LAYOUTS", {})
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(300, 2)).astype(np.float32)
+    y = ((X[:, 0] * X[:, 1] > 0) ^ (rng.random(300) < 0.1)).astype(np.int32)
+    options = dict(num_classes=2, partition="dyadic")
+    depth = fitting.default_max_depth("dyadic", 300, 2)
+    config = fitting.fit_config(300, 2, **options)
+    assert config.grow.max_depth == 3 < depth == config.max_depth
+    first = fitting.fit_with_config(X, y, None, None, config)
+    assert int(first.depth_capped) > 0
+    grown, info = grow_tree(X, y, np.ones(300), config.grow, depth_limit=depth)
+    deep, _ = grow_tree(X, y, np.ones(300), fitting._with_layout(config.grow, config.grow.width,
+                                                                 depth))
+    last = np.asarray(deep.node_depth) == 3
+    assert int(info.depth_capped) == int(np.asarray(deep.internal)[last].sum()) > 0
+    model = jaxtree.fit(X, y, **options)
+    whole = jaxtree.fit(X, y, width=config.grow.width * 4, **options)   # the full depth
+    assert int(model.depth_capped) == 0 == int(model.capped)
+    levels = model.tree.layout.num_levels
+    assert 3 < levels - 1 <= depth
+    assert int(model.tree.internal.sum()) == int(whole.tree.internal.sum())
+    assert (float(model.lam1), float(model.lam2)) == (float(whole.lam1), float(whole.lam2))
+    np.testing.assert_allclose(jaxtree.predict_proba(model, X), jaxtree.predict_proba(whole, X),
+                               atol=1e-6)
+    assert fitting.known_width(config, X.shape).grow.max_depth == levels - 1
+    traced = jax.jit(lambda X, y: fitting.fit_with_config(X, y, None, None, config))(X, y)
+    assert int(traced.depth_capped) == int(first.depth_capped)
+
+
 def test_a_first_fit_compiles_each_of_its_two_programs_once(precision, caplog):
     """The fit's second program is compiled ahead, in a thread, from the first's output shapes
     (fitting._compile_ahead): its call then finds it compiled (one compilation, not two), in

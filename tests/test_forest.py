@@ -178,15 +178,15 @@ def test_a_width_that_random_cuts_needed_does_not_widen_later_best_cut_forests(m
     """The layout width that an earlier fit needed is remembered per splitter: random-cut trees
     grow wider levels (letter: 1,024 slots, best cuts 256), and a best-cut forest fitted after
     them kept their width (and cost) though its own trees fit the narrower one."""
-    monkeypatch.setattr(fitting, "_KNOWN_WIDTHS", {})
+    monkeypatch.setattr(fitting, "_KNOWN_LAYOUTS", {})
     X, y = data(120)
     params = dict(n_estimators=5, random_state=0, lam1=4.0, lam2=0.01)  # the mixed test's
     best = F.PACBayesForestClassifier(splitter="best", **params).fit(X, y).trees_
-    fitting._KNOWN_WIDTHS.clear()
+    fitting._KNOWN_LAYOUTS.clear()
     F.PACBayesForestClassifier(splitter="random", **params).fit(X, y)
-    assert fitting._KNOWN_WIDTHS
-    for key, width in fitting._KNOWN_WIDTHS.items():  # as if the random cuts had needed more
-        fitting._KNOWN_WIDTHS[key] = 2 * width
+    assert fitting._KNOWN_LAYOUTS
+    for key, (width, depth) in fitting._KNOWN_LAYOUTS.items():  # as if the random cuts had
+        fitting._KNOWN_LAYOUTS[key] = (2 * width, depth)        # needed more
     after = F.PACBayesForestClassifier(splitter="best", **params).fit(X, y).trees_
     assert after.feature.shape == best.feature.shape
     np.testing.assert_array_equal(after.feature, best.feature)

@@ -123,6 +123,34 @@ def saved(fitted, tmp_path):
     return path
 
 
+def test_a_model_saved_before_depth_capped_was_counted_loads(saved, fitted):
+    """A file whose fitted pytree has no ``depth_capped`` (written before the layout's depth
+    ladder) loads as the same model with ``depth_capped`` None."""
+    def drop(node):
+        if isinstance(node, dict):
+            node.get("fields", {}).pop("depth_capped", None)
+            for value in node.values():
+                drop(value)
+        elif isinstance(node, list):
+            for value in node:
+                drop(value)
+
+    def change(members, document):
+        dropped = [key for key in members if key.endswith(".depth_capped")]
+        assert dropped                       # the field is saved today
+        for key in dropped:
+            del members[key]
+            del document["arrays"][key]
+        drop(document)
+        resign(document, members)
+    rewrite(saved, change)
+    loaded = jaxtree.load(saved)
+    assert loaded.fitted_tree_.depth_capped is None
+    X = small_data(seed=1)[0]
+    np.testing.assert_array_equal(loaded.predict_proba(X),
+                                  fitted("PACBayesTreeClassifier").predict_proba(X))
+
+
 def test_a_tampered_array_is_refused(saved):
     def change(members, document):
         members["attributes.node_log_weights_"] = members["attributes.node_log_weights_"] + 1
