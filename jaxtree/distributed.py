@@ -325,7 +325,7 @@ def grow_cart_t0(X, y, num_classes: int, max_depth: int, min_split: int, random_
     only collectives are sums of each level's class counts and histograms (rows never move).
     The tree is the one :func:`jaxtree.grow_tree` grows on the concatenated rows with the same
     edges, node for node (the sums are of integer counts, exact). Widened as the one-process
-    fit's is (:func:`jaxtree.fitting.widen_until_uncapped`) until no node is capped; every
+    fit's is (:func:`jaxtree.fitting.enlarge_until_uncapped`) until no node is capped; every
     process sees the same (replicated) count of capped nodes, so all widen alike. A reducer
     without a mesh must hold all the rows (one holder)."""
     mesh = getattr(reducer, "mesh", None)
@@ -351,7 +351,7 @@ def grow_cart_t0(X, y, num_classes: int, max_depth: int, min_split: int, random_
         return tree, tuple(int(np.asarray(count.addressable_data(0)))
                            for count in (info.capped, info.depth_capped))
 
-    tree, _ = fitting.widen_until_uncapped(run, config, (n, X.shape[1]))
+    tree, _ = fitting.enlarge_until_uncapped(run, config, (n, X.shape[1]))
     return jax.tree.map(lambda a: np.asarray(a.addressable_data(0)), tree)
 
 

@@ -426,7 +426,7 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
                                     self._depth_limit(X, weight))
             return (tree, info.capped), (info.capped, info.depth_capped)
 
-        (tree, capped), config = fitting.widen_until_uncapped(run, self._fit_config(X, weight),
+        (tree, capped), config = fitting.enlarge_until_uncapped(run, self._fit_config(X, weight),
                                                               X.shape)
         _warn_capped(capped, config.grow.width)
         return tree
@@ -452,7 +452,7 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
                         cv_trees="per_fold" if per_fold else "shared",
                         missing=getattr(self, "_missing", False),
                         max_distinct=getattr(self, "_max_distinct", None))
-        return fitting.known_width(
+        return fitting.known_layout(
             fitting.fit_config(X.shape[0], X.shape[1], **{**settings, **options}), X.shape)
 
     def _min_split(self) -> int:
@@ -745,7 +745,7 @@ class PACBayesTreeClassifier(TreeClassifierBase):
                                             depth_limit=self._depth_limit(X, weight))
             return model, (model.capped, model.depth_capped)
 
-        model, config = fitting.widen_until_uncapped(run, config, X.shape)
+        model, config = fitting.enlarge_until_uncapped(run, config, X.shape)
         _warn_capped(model.capped, config.grow.width)
         model = fitting.skip_collapsed_refit(model, config, self.delta)
         self.fitted_tree_ = model

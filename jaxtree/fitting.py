@@ -219,7 +219,7 @@ DYADIC_FIRST_DEPTH = 32
 
 def first_layout_depth(partition: str, max_depth: int) -> int:
     """The layout depth a T0 of ``partition`` that may reach ``max_depth`` starts at:
-    :data:`DYADIC_FIRST_DEPTH` for a dyadic T0 (deepened by :func:`widen_until_uncapped`
+    :data:`DYADIC_FIRST_DEPTH` for a dyadic T0 (deepened by :func:`enlarge_until_uncapped`
     while nodes are depth-capped, as the width is widened), else ``max_depth``. Each pass over
     T0 costs (layout depth + 1) · width: a dyadic layout of crowd's 3,000 rows at its cap of
     252 levels had 13 times the slots of one at 32."""
@@ -255,45 +255,48 @@ def _with_layout(config, width: int, depth: Optional[int] = None):
     return dataclasses.replace(config, grow=grow) if isinstance(config, FitConfig) else grow
 
 
-def _layout_key(config, shape) -> tuple:
-    """T0's options but its layout, and the data's shape: what the layout a tree needs hangs
-    on."""
-    return (_with_layout(_grow_config(config), 2, _reachable_depth(config)), tuple(shape))
+def _layout_key(config, shape, max_depth: int) -> tuple:
+    """T0's options but its layout, the depth it may reach, and the data's shape: what the
+    layout a tree needs hangs on."""
+    return (_with_layout(_grow_config(config), 2, max_depth), tuple(shape))
 
 
-def known_width(config, shape):
+def known_layout(config, shape, max_depth: Optional[int] = None):
     """``config`` (a :class:`FitConfig` or a :class:`GrowConfig`) with T0's layout raised to the
     widest and deepest rungs that an earlier fit of this process on data of ``shape`` and the
-    same T0 options needed (:func:`widen_until_uncapped`)."""
+    same T0 options needed (:func:`enlarge_until_uncapped`; ``max_depth`` as there)."""
     grow = _grow_config(config)
-    width, depth = _KNOWN_LAYOUTS.get(_layout_key(config, shape), (0, 0))
+    reachable = _reachable_depth(config) if max_depth is None else max_depth
+    width, depth = _KNOWN_LAYOUTS.get(_layout_key(config, shape, reachable), (0, 0))
     return _with_layout(config, max(grow.width, width), max(grow.max_depth, depth))
 
 
-def widen_until_uncapped(run, config, shape):
+def enlarge_until_uncapped(run, config, shape, max_depth: Optional[int] = None):
     """``(result, config)`` of ``result, (capped, depth_capped) = run(config)`` with T0's
     layout enlarged rung by rung while nodes are capped: its width (:func:`wider_width`, up to
     :func:`width_bound`) while ``capped`` (the nodes the width kept from splitting) is
-    positive, its depth (:func:`deeper_layout`, up to ``config.max_depth``) while
-    ``depth_capped`` is. ``config``: a :class:`FitConfig` or a :class:`GrowConfig`. Starts at
-    :func:`known_width`, so later fits of the same shape and options compile nothing new;
+    positive, its depth (:func:`deeper_layout`, up to ``max_depth``) while ``depth_capped``
+    is. ``config``: a :class:`FitConfig` or a :class:`GrowConfig`; ``max_depth``: the depth T0
+    may reach (default ``FitConfig.max_depth``, else the layout's: no depth ladder). Starts at
+    :func:`known_layout`, so later fits of the same shape and options compile nothing new;
     under a trace (the counts not concrete) it runs once."""
-    config = known_width(config, shape)
+    reachable = _reachable_depth(config) if max_depth is None else max_depth
+    config = known_layout(config, shape, reachable)
     grow = _grow_config(config)
-    bound = width_bound(shape[0], grow.min_split, _reachable_depth(config))
+    bound = width_bound(shape[0], grow.min_split, reachable)
     while True:
         result, (capped, depth_capped) = run(config)
         if isinstance(capped, jax.core.Tracer):
             return result, config
         grow = _grow_config(config)
         width = wider_width(grow.width, bound) if int(capped) else grow.width
-        depth = deeper_layout(grow.max_depth, _reachable_depth(config)) if int(depth_capped) \
+        depth = deeper_layout(grow.max_depth, reachable) if int(depth_capped) \
             else grow.max_depth
         if (width, depth) == (grow.width, grow.max_depth):
             break
         config = _with_layout(config, width, depth)
     grow = _grow_config(config)
-    _KNOWN_LAYOUTS[_layout_key(config, shape)] = (grow.width, grow.max_depth)
+    _KNOWN_LAYOUTS[_layout_key(config, shape, reachable)] = (grow.width, grow.max_depth)
     return result, config
 
 
@@ -471,7 +474,7 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
       split: the KD / dyadic splitting rule (``"spread"``: widest spread, ``"cycle"``).
       width: level-width cap of T0; nodes beyond it stay leaves, counted in
         ``FittedTree.capped``. Default :func:`default_width`, raised rung by rung while nodes
-        are capped (:func:`widen_until_uncapped`) when ``fit`` runs on concrete arrays; under a
+        are capped (:func:`enlarge_until_uncapped`) when ``fit`` runs on concrete arrays; under a
         caller's ``jit`` or ``vmap`` it stays the first rung: check ``capped`` or give it.
       bins: quantile bins of a CART T0 (default :data:`DEFAULT_BINS`). With a concrete ``X``
         whose columns all have fewer distinct values, the histograms hold only that many bins,
@@ -539,7 +542,7 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
                                 smoothing=smoothing)
         return model, (model.capped, model.depth_capped)
 
-    model, config = (run(config)[0], config) if width is not None else widen_until_uncapped(
+    model, config = (run(config)[0], config) if width is not None else enlarge_until_uncapped(
         run, config, (n, dims))
     return skip_collapsed_refit(model, config, delta)
 

@@ -220,7 +220,7 @@ def grow_trees(X: np.ndarray, y: np.ndarray, weights: np.ndarray, max_features: 
         return ((trees, info.counts, info.capped.sum()),
                 (info.capped.sum(), info.depth_capped.sum()))
 
-    (trees, counts, capped), config = fitting.widen_until_uncapped(run, config, X.shape)
+    (trees, counts, capped), config = fitting.enlarge_until_uncapped(run, config, X.shape)
     capped = int(capped)
     if capped:
         warnings.warn(f"{capped} nodes over the forest's trees were not split: a level would "

@@ -315,16 +315,25 @@ def _cart(X, y, weight, max_depth, min_split, split, random_state):
 
 def _target_blind(partition):
     """The builder of a KD or dyadic T0: :func:`jaxtree.grow_tree` on the weighted rows (weighted
-    medians and cells; ``y`` unused, no purity stop), as wide as a level can get: at most one
-    split per row of positive weight and per ``min_split`` of weight
-    (:func:`jaxtree.fitting.width_bound`), so no node is capped."""
+    medians and cells; ``y`` unused, no purity stop), in the classifiers' layout: a KD tree as
+    wide as a level can get (at most one split per row of positive weight and per ``min_split``
+    of weight, :func:`jaxtree.fitting.width_bound`), a dyadic one from the first rungs of the
+    width and depth ladders, enlarged until no node is capped
+    (:func:`jaxtree.fitting.enlarge_until_uncapped`)."""
     def build(X, y, weight, max_depth, min_split, split, random_state):
         rows = min(int(np.count_nonzero(weight)) * min_split, int(weight.sum()))
-        config = GrowConfig(partition=partition, max_depth=max_depth, num_classes=1,
-                            width=fitting.width_bound(rows, min_split, max_depth),
+        config = GrowConfig(partition=partition,
+                            max_depth=fitting.first_layout_depth(partition, max_depth),
+                            num_classes=1,
+                            width=fitting.default_width(rows, min_split, max_depth, partition),
                             min_split=min_split, split=split, stop_pure=False)
         X, labels, weight = shapes.pad_sample(X, np.zeros(len(X), np.int32), weight)
-        return grow_tree(X, labels, weight, config)[0]
+
+        def run(config):
+            tree, info = grow_tree(X, labels, weight, config, depth_limit=max_depth)
+            return tree, (info.capped, info.depth_capped)
+
+        return fitting.enlarge_until_uncapped(run, config, X.shape, max_depth)[0]
 
     return build
 

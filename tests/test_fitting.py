@@ -265,7 +265,7 @@ def test_width_ladder_widens_a_capped_tree_to_the_uncapped_one(partition):
     np.testing.assert_allclose(jaxtree.predict_proba(model, X),
                                jaxtree.predict_proba(widest, X), atol=1e-6)
     config = fitting.fit_config(1024, 4, **options)
-    assert fitting.known_width(config, X.shape).grow.width == width
+    assert fitting.known_layout(config, X.shape).grow.width == width
     traced = jax.jit(lambda X, y: fitting.fit_with_config(X, y, None, None, config,
                                                           lam1=1.0, lam2=1.0))(X, y)
     assert int(traced.capped) == int(capped.capped)
@@ -302,7 +302,7 @@ def test_depth_ladder_deepens_a_dyadic_layout_to_the_tree_of_the_whole_depth(mon
     assert (float(model.lam1), float(model.lam2)) == (float(whole.lam1), float(whole.lam2))
     np.testing.assert_allclose(jaxtree.predict_proba(model, X), jaxtree.predict_proba(whole, X),
                                atol=1e-6)
-    assert fitting.known_width(config, X.shape).grow.max_depth == levels - 1
+    assert fitting.known_layout(config, X.shape).grow.max_depth == levels - 1
     traced = jax.jit(lambda X, y: fitting.fit_with_config(X, y, None, None, config))(X, y)
     assert int(traced.depth_capped) == int(first.depth_capped)
 
