@@ -5,6 +5,7 @@
         [--cv-trees auto|shared|per_fold]
     python -m experiments.distributed --make-data PATH.npz [--rows 1000000]
     python -m experiments.distributed --report [--rows 1000000] [--processes 1 2 4]
+    python -m experiments.distributed --rewrite
 
 The first form reads ``X_train``, ``y_train`` and ``X_test`` from the ``.npz``, gives each of N
 local processes (:mod:`jaxtree.launch`, gloo collectives) a contiguous block of the training rows,
@@ -20,6 +21,7 @@ and ``proba``: ``predict_proba(X_test)`` as nested lists, checked identical in e
 1, 2 and 4 processes, checks that every run's ``proba`` equals the 1-process run's, measures
 per-row costs on a 10x smaller set, and writes ``experiments/results/distributed.md`` (and
 ``distributed.json``) with the table and a projection of a fit on 10⁹ rows over 64 hosts.
+``--rewrite`` writes the report again from ``distributed.json`` without fitting.
 """
 
 from __future__ import annotations
@@ -160,23 +162,38 @@ def report(rows: int, process_counts, folder: Path) -> None:
             runs[partition, processes] = run(processes, data, out, partition, max_depth=depth,
                                              warm=warm)
             print(json.dumps(_summary(runs[partition, processes])), flush=True)
-    # the 1-process runs against the estimator's own fit on all rows in this process
+    # the 1-process runs against the estimator's own fit on all rows in this process, at the λ's
+    # the run tuned: the tree, its statistics and the weights are the same computation; the
+    # tuning is not (the distributed fit deals its CV folds over row positions, the estimator
+    # over distinct feature vectors), so the λ's are given
     import jaxtree
 
     arrays = np.load(data)
     alone = {}
     for partition, depth, _ in SETTINGS:
-        if partition == "cart":      # the estimator's CART is exact; the distributed one binned
-            continue
-        model = jaxtree.PACBayesTreeClassifier(partition=partition, max_depth=depth)
+        tuned = runs[partition, process_counts[0]]
+        model = jaxtree.PACBayesTreeClassifier(partition=partition, max_depth=depth,
+                                               lam1=tuned["lam1"], lam2=tuned["lam2"],
+                                               bins=256 if partition == "cart" else None)
         proba = model.fit(arrays["X_train"], arrays["y_train"]).predict_proba(arrays["X_test"])
-        alone[partition] = bool(np.array_equal(
-            np.asarray(runs[partition, process_counts[0]]["proba"], proba.dtype), proba))
+        alone[partition] = bool(np.array_equal(np.asarray(tuned["proba"], proba.dtype), proba))
     small_data = str(folder / f"synthetic_{rows // 10}.npz")
     make_data(small_data, rows // 10)
     costs = [run(1, path, str(folder / "kd_cost.json"), "kd", max_depth=COST_DEPTH, warm=1)
              for path in (data, small_data)]
     write_report(runs, alone, costs, rows, process_counts)
+
+
+def rewrite_report() -> None:
+    """Write ``distributed.md`` again from ``distributed.json`` (its runs' summaries), without
+    fitting: for a change of the report's text or of the projection's formulas."""
+    with open(RESULTS / "distributed.json") as file:
+        stored = json.load(file)
+    runs = {(key.rsplit("_", 1)[0], int(key.rsplit("_", 1)[1])): run
+            for key, run in stored["runs"].items()}
+    counts = sorted({n for _, n in runs})
+    write_report(runs, stored["equal_to_estimator_fit"], stored["cost_runs"],
+                 next(iter(runs.values()))["rows"], counts)
 
 
 def _summary(result: dict) -> dict:
@@ -200,7 +217,9 @@ def write_report(runs, alone, costs, rows, process_counts) -> None:
         "weights | collectives | bytes per process | λ1, λ2 | proba vs 1 process |",
         "|---|---|---|---|---|---|---|---|"]
     for (partition, processes), r in runs.items():
-        same = r["proba_equal_to_1_process"] = r["proba"] == runs[partition, first]["proba"]
+        same = r["proba_equal_to_1_process"] = (
+            r["proba"] == runs[partition, first]["proba"] if "proba" in r
+            else r["proba_equal_to_1_process"])          # a run read back by --rewrite
         label = {"kd": "KD", "dyadic": "dyadic", "cart": "CART, 256 bins"}[partition]
         internal = sum(r["splits_per_level"])
         warm = "–"
@@ -218,9 +237,14 @@ def write_report(runs, alone, costs, rows, process_counts) -> None:
     lines += [
         "", "*proba vs 1 process*: the test set's `predict_proba` compared bit for bit with the "
         "1-process run's (every run also checks that all its processes agree). "
-        + " ".join(f"The 1-process {p} run's equals `PACBayesTreeClassifier(partition=\"{p}\")"
-                   f".fit` on all rows in one process: {'yes' if ok else 'NO'}."
-                   for p, ok in alone.items()),
+        + " ".join(f"The 1-process {p} run's equals `PACBayesTreeClassifier(partition=\"{p}\""
+                   f"{', bins=256' if p == 'cart' else ''}, lam1=…, lam2=…).fit` at its λ's on "
+                   f"all rows in one process: {'yes' if ok else 'NO'}."
+                   for p, ok in alone.items())
+        + " (The λ's are given because the two tune apart: the distributed fit deals its CV "
+        "folds over row positions, the estimator over distinct feature vectors.) Where the "
+        "estimator grows a T0 per CV fold (CART and KD), so does the distributed fit, over "
+        "the fold's rows of every process.",
         "Seconds: wall time of the slowest process from a common start. The first fit compiles "
         "(each process compiles the same programs); warm fits do not. The machine has 2 cores "
         f"shared with other work (load average {os.getloadavg()[1]:.1f} at the end of the "
@@ -244,18 +268,28 @@ PROJECTED_DEPTH = 20
 BANDWIDTH = 10e9        # bytes/s per host for all-reduce traffic (100 Gb/s Ethernet)
 LATENCY = 1e-3          # seconds per all-reduce over 64 hosts (a ring of ~15 µs hops)
 LARGEST_PIECE = 4 ** 9  # values per collective (jaxtree.distributed)
+CV_FOLDS = 2            # the estimator's default cv: a KD T0 grown per fold
+FEATURES = 8            # of the synthetic set (experiments.scaling)
 
 
-def kd_level_payload(nodes: int, splits: int, classes: int = 2) -> tuple[int, int]:
-    """``(bytes, collectives)`` one level of a KD T0 (cycled coordinates) puts into the
-    all-reduces, per process: node and class counts, the two middle ranks' radix select (digit
-    width as :func:`jaxtree.collective.order_statistics` picks it), the largest value and the one
-    below it (8 bytes each)."""
+def _radix_select(queries: int) -> list[int]:
+    """Entries of the all-reduces of a radix select of ``queries`` ranks (digit width as
+    :func:`jaxtree.collective.order_statistics` picks it, 32-bit keys)."""
+    bits = next((b for b in (8, 4) if queries << b <= 2 ** 16), 2)
+    return [queries << bits] * (32 // bits)
+
+
+def kd_level_payload(nodes: int, splits: int, classes: int = 2,
+                     features: int = FEATURES) -> tuple[int, int]:
+    """``(bytes, collectives)`` one level of a KD T0 with the estimators' default split (widest
+    spread) puts into the all-reduces, per process (8 bytes an entry): node and class counts;
+    for the split coordinate, the two quartile ranks of every coordinate (a radix select) and
+    each coordinate's smallest and largest value; for the threshold, the two middle ranks in
+    that coordinate, its largest value and the one below it."""
     entries = [nodes, nodes * classes]
     if splits:
-        queries = 2 * splits
-        bits = next((b for b in (8, 4) if queries << b <= 2 ** 16), 2)
-        entries += [queries << bits] * (32 // bits) + [splits, splits]
+        entries += _radix_select(2 * splits * features) + [splits * features] * 2
+        entries += _radix_select(2 * splits) + [splits, splits]
     return 8 * sum(entries), sum(-(-e // LARGEST_PIECE) for e in entries)
 
 
@@ -288,8 +322,11 @@ def projection(big, cost_big, cost_small) -> list[str]:
     projected_splits = 2 ** depth - 1
     level_costs = [kd_level_payload(2 ** level, 2 ** level if level < depth else 0)
                    for level in range(depth + 1)]
-    tree_bytes = sum(b for b, _ in level_costs)
-    collectives = sum(c for _, c in level_costs)
+    # T0 and, as the estimator's CV grows a KD tree per fold, one T0 per fold at the same depth
+    # (full at this size: ~476 rows per leaf of a fold)
+    trees = 1 + CV_FOLDS
+    tree_bytes = trees * sum(b for b, _ in level_costs)
+    collectives = trees * sum(c for _, c in level_costs)
     wire = 2 * tree_bytes / BANDWIDTH
     local = {phase: per_row_level[phase] * rows_here * (depth + 1)
              + per_split[phase] * projected_splits for phase in phases}
@@ -309,7 +346,8 @@ def projection(big, cost_big, cost_small) -> list[str]:
         f"**Measured here**, warm 1-process KD fits. Per row and level of T0 (depth "
         f"{COST_DEPTH} on {cost_big['rows']:,} and {cost_small['rows']:,} rows: the same nodes, "
         f"so the difference is the rows'): growing T0 {ns(per_row_level['tree'])}, node "
-        f"statistics {ns(per_row_level['statistics'])}, fold statistics "
+        f"statistics {ns(per_row_level['statistics'])}, the folds (each fold's T0 grown on its "
+        f"rows, and their statistics) "
         f"{ns(per_row_level['folds'])}. Per split node (the default-depth fit on "
         f"{big['rows']:,} rows, {splits:,} splits, less its rows' share): "
         f"{us(per_split['tree'])}, {us(per_split['statistics'])}, {us(per_split['folds'])}. The "
@@ -326,17 +364,22 @@ def projection(big, cost_big, cost_small) -> list[str]:
         f"{BANDWIDTH / 1e9:.0f} GB/s per host for all-reduce traffic (a ring moves ~2x the "
         f"payload), {LATENCY * 1e3:.0f} ms per all-reduce of {HOSTS} hosts.", "",
         "Per level with m nodes of which s split, each host reduces 8-byte values: m node "
-        "counts, 2m class counts, a radix select of the 2 middle ranks of s nodes (8-bit digits "
-        "in 4 rounds while 2s·256 ≤ 2¹⁶, then 4-bit in 8 rounds, then 2-bit in 16 rounds: 1024, "
-        "128 or 64 counts per rank), and 2s extremes.", "",
+        "counts, 2m class counts; to choose each split node's coordinate (widest spread, the "
+        f"estimators' default), a radix select of the 2 quartile ranks in each of the {FEATURES} "
+        f"coordinates (2·{FEATURES}·s ranks) and 2·{FEATURES}·s extremes; for its threshold, a "
+        "radix select of the 2 middle ranks (2s ranks) and 2s extremes. A radix select of q "
+        "ranks takes 8-bit digits in 4 rounds while q·256 ≤ 2¹⁶, then 4-bit in 8 rounds, then "
+        "2-bit in 16 rounds: 1024, 128 or 64 counts per rank.", "",
         "| part | scales with | estimate |", "|---|---|---|",
         f"| grow T0, local | rows per host × levels; split nodes | {local['tree']:.0f} s |",
-        f"| grow T0, collectives | nodes per level | {tree_bytes / 2 ** 30:.2f} GiB payload: "
+        f"| grow T0 and the {CV_FOLDS} folds' T0s, collectives | nodes per level | "
+        f"{tree_bytes / 2 ** 30:.2f} GiB payload: "
         f"{wire:.2f} s on the wire + {collectives} all-reduces × {LATENCY * 1e3:.0f} ms = "
         f"{collectives * LATENCY:.1f} s |",
         f"| node statistics | rows per host × levels; one sum of nodes × classes | "
         f"{local['statistics']:.0f} s |",
-        f"| fold statistics | rows per host × levels; sums of folds × nodes × classes | "
+        f"| the folds' T0s and statistics | rows per host × levels; sums of folds × nodes × "
+        f"classes | "
         f"{local['folds']:.0f} s |",
         f"| λ grid (200 settings) | (leaf, class) pairs × levels × settings / hosts | "
         f"{grid:.0f} s |",
@@ -371,6 +414,8 @@ def main(argv=None) -> None:
     parser.add_argument("--make-data")
     parser.add_argument("--rows", type=int, default=10 ** 6)
     parser.add_argument("--report", action="store_true")
+    parser.add_argument("--rewrite", action="store_true",
+                        help="write the report again from results/distributed.json, no fits")
     args = parser.parse_args(argv)
     from jaxtree import launch
 
@@ -378,6 +423,8 @@ def main(argv=None) -> None:
         worker(args)
     elif args.make_data:
         make_data(args.make_data, args.rows)
+    elif args.rewrite:
+        rewrite_report()
     elif args.report:
         with tempfile.TemporaryDirectory() as folder:
             report(args.rows, args.processes, Path(folder))

@@ -212,8 +212,9 @@ def wider_width(width: int, bound: int) -> int:
 
 
 # The first layout depth of a dyadic T0, whose default depth cap floor(ln n)·D (the paper's) is
-# far above the depth its trees reach: on 3,000 rows of the bundled sets 14 to 41 levels where
-# the cap is 96 to 1,424, but 456 (the cap) on spam, whose repeated rows split to the cap
+# far above the depth its trees reach: on 3,000 rows of the bundled sets a depth of 14 to 41
+# where the cap is 96 to 1,424, but 456 (the cap) on spam, where two points repeated with both
+# labels split to the cap
 DYADIC_FIRST_DEPTH = 32
 
 
