@@ -426,8 +426,8 @@ class TreeClassifierBase(ClassifierMixin, BaseEstimator):
                                     self._depth_limit(X, weight))
             return (tree, info.capped), (info.capped, info.depth_capped)
 
-        (tree, capped), config = fitting.enlarge_until_uncapped(run, self._fit_config(X, weight),
-                                                              X.shape)
+        (tree, capped), config = fitting.enlarge_until_uncapped(
+            run, self._fit_config(X, weight), X.shape)
         _warn_capped(capped, config.grow.width)
         return tree
 
