@@ -17,8 +17,11 @@ position in the current level (``W`` once it sits in a leaf, or from the start w
   the NumPy builders (at least ``min_split`` weight, below ``max_depth``, not pure);
 * the split rule: **dyadic** halves the node's cell; **KD** takes the weighted median of the
   node's values (a sort of the level's rows by (node, value) and a search in the cumulative
-  weights); ``split="spread"`` chooses the coordinate of widest interquartile range from the
-  same per-coordinate sorts; **CART** counts class histograms per node × feature × quantile bin
+  weights); ``split="spread"`` chooses the coordinate of widest interquartile range, with every
+  column's rows kept sorted by (node, value) from level to level: a split node's rows are
+  partitioned stably into its children's (cumulative counts, no sort), and each node's
+  quantiles are searched among its own rows only (half the time of a grow that sorted each
+  column at every level); **CART** counts class histograms per node × feature × quantile bin
   by one segment sum, scores every bin edge by cumulative sums over bins (as the ``hist``
   methods of GPU gradient-boosting libraries do) and keeps the best by :func:`jaxtree.cart`'s
   tie rule;
@@ -332,11 +335,11 @@ def _grow(X, y, weight, key, depth_limit, config: GrowConfig, presorted=None, ed
     weight = jnp.asarray(weight, dtype)
     live = weight > 0
     Z, shift, inv_scale = _scale(X, weight, live, config.partition)
-    W, dims = config.width, X.shape[1]
-    split_rule = _split_rule(Z, y, weight, config, key, presorted, edges)
+    W = config.width
+    split_rule, advance, rule_state = _split_rule(Z, y, weight, config, key, presorted, edges)
 
     def level(carry, depth):
-        pos, cells, capped, deeper = carry
+        pos, state, capped, deeper = carry
         counts = _node_counts(pos, y, weight, W, config.num_classes)
         total = counts.sum(axis=1)
         # the rule's candidates; on the layout's last level they stay leaves, counted when
@@ -344,7 +347,7 @@ def _grow(X, y, weight, key, depth_limit, config: GrowConfig, presorted=None, ed
         candidate = (total >= config.min_split) & (depth < depth_limit)
         if config.stop_pure or config.partition == "cart":
             candidate &= (counts > 0).sum(axis=1) > 1
-        feature, threshold, found, missing_right = split_rule(pos, cells, depth, candidate)
+        feature, threshold, found, missing_right = split_rule(pos, state, depth, candidate)
         beyond = candidate & found & (depth >= config.max_depth)
         splits = candidate & found & ~beyond
         rank = jnp.cumsum(splits, dtype=jnp.int32) - 1
@@ -354,18 +357,15 @@ def _grow(X, y, weight, key, depth_limit, config: GrowConfig, presorted=None, ed
         threshold = jnp.where(splits, threshold, 0).astype(dtype)
         missing_right &= splits
         pos = _route_rows(Z, pos, splits, rank, feature, threshold, missing_right)
-        if config.partition == "dyadic":               # the other rules do not read cells
-            cells = _child_cells(cells, splits, rank, feature, threshold)
-        return ((pos, cells, capped + over.sum(dtype=jnp.int32),
+        state = advance(state, pos, splits, rank, feature, threshold)
+        return ((pos, state, capped + over.sum(dtype=jnp.int32),
                  deeper + beyond.sum(dtype=jnp.int32)),
                 (splits, feature, threshold, missing_right, counts))
 
     start = jnp.where(live, 0, W).astype(jnp.int32)
-    cells = (jnp.zeros((W, dims), dtype), jnp.ones((W, dims), dtype)) \
-        if config.partition == "dyadic" else ()
     zero = jnp.zeros((), jnp.int32)
     (_, _, capped, deeper), (split, feature, threshold, missing_right, counts) = jax.lax.scan(
-        level, (start, cells, zero, zero),
+        level, (start, rule_state, zero, zero),
         jnp.arange(config.max_depth + 1, dtype=jnp.int32))
     layout = _layout(split)
     tree = Tree(feature=feature.reshape(-1), threshold=threshold.reshape(-1),
@@ -394,8 +394,11 @@ def _scale(X, weight, live, partition):
         inv_scale = jnp.where(span > 0, 1 / jnp.where(span > 0, span, 1), 1).astype(X.dtype)
         return jnp.clip((X - lo) * inv_scale, 0, 1), lo, inv_scale
     total = jnp.maximum(weight.sum(), jnp.finfo(X.dtype).tiny)
-    mean = weight @ X / total
-    std = jnp.sqrt(weight @ jnp.square(X - mean) / total)
+    # deviations from one row's values, so that a constant column's are exactly 0: its float32
+    # mean need not equal its value (0.1 in 7 rows: a std of 7e-9, a scale of 1.3e8)
+    centred = X - X[jnp.argmax(live)]
+    mean = weight @ centred / total
+    std = jnp.sqrt(weight @ jnp.square(centred - mean) / total)
     inv_scale = jnp.where(std > 0, 1 / jnp.where(std > 0, std, 1), 1).astype(X.dtype)
     return X * inv_scale, jnp.zeros(dims, X.dtype), inv_scale
 
@@ -458,8 +461,11 @@ def _layout(split):
 
 # -- split rules ----------------------------------------------------------------------------------
 def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None, edges=None):
-    """``rule(pos, cells, depth, candidate) -> (feature [W], threshold [W], found [W],
-    missing_right [W])``."""
+    """``(rule, advance, state)``: ``rule(pos, state, depth, candidate) -> (feature [W],
+    threshold [W], found [W], missing_right [W])`` of a level, ``advance(state, next_pos, splits,
+    rank, feature, threshold)`` the rule's state at the next level (the dyadic cells, and each
+    column's rows in position order for ``split="spread"``; ``()`` for CART), ``state`` the
+    root level's."""
     W, dims = config.width, Z.shape[1]
     # two independent 32-bit seeds from the key, hashed with (level, position, feature) into
     # each level's draws (:func:`jaxtree.cart.node_hash`): threefry's rounds for a level's
@@ -486,30 +492,47 @@ def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None, edges=Non
         return bits.astype(Z.dtype) * 2.0 ** -24
 
     if config.partition == "cart":
-        return _cart_rule(Z, y, weight, config, None if config.max_features is None
+        rule = _cart_rule(Z, y, weight, config, None if config.max_features is None
                           else subsets, presorted,
-                          cut_draws if config.splitter == "random" else None, edges,
-                          tie_bits)
+                          cut_draws if config.splitter == "random" else None, edges, tie_bits)
+        return rule, lambda state, *_: state, ()
     # the cycle visits coordinates 0..max_depth-1 (mod D) only: rank just those (the deepest
     # level never splits, so its coordinate's clamped rank is unused)
-    used = dims if config.split == "spread" else min(dims, max(1, config.max_depth))
-    order = None if config.partition == "dyadic" and config.split == "cycle" else \
-        _column_order(Z[:, :used])
+    spread = config.split == "spread"
+    used = dims if spread else min(dims, max(1, config.max_depth))
+    order = None if config.partition == "dyadic" and not spread else _column_order(Z[:, :used])
+    cells = (jnp.zeros((W, dims), Z.dtype), jnp.ones((W, dims), Z.dtype)) \
+        if config.partition == "dyadic" else ()
+    # with the widest spread, every column's rows are kept sorted by (position, value) from
+    # level to level (a stable partition per level) instead of sorted afresh
+    by_position = _rows_by_value(order[0], weight) if spread else ()
 
-    def rule(pos, cells, depth, candidate):
-        if config.split == "cycle":
-            feature = jnp.full(W, depth % dims, jnp.int32)
+    def rule(pos, state, depth, candidate):
+        cells, by_position = state
+        if spread:
+            blocks = _position_blocks(by_position, order[0], weight, pos, W)
+            feature = _widest_spread(Z, pos, W, blocks, order[1])
         else:
-            feature = _widest_spread(Z, order, weight, pos, W)
+            feature = jnp.full(W, depth % dims, jnp.int32)
         if config.partition == "dyadic":
             lo, hi = cells
             f = feature[:, None]
             threshold = (jnp.take_along_axis(lo, f, 1) + jnp.take_along_axis(hi, f, 1))[:, 0] / 2
         else:
-            threshold = _median_thresholds(Z, order, weight, pos, feature, W)
+            low, high = _medians(blocks, order[1], feature) if spread else \
+                _cycled_medians(order, weight, pos, feature, W)
+            threshold = _median_thresholds(Z, pos, feature, W, low, high)
         return feature, threshold, jnp.ones(W, bool), jnp.zeros(W, bool)
 
-    return rule
+    def advance(state, next_pos, splits, rank, feature, threshold):
+        cells, by_position = state
+        if config.partition == "dyadic":
+            cells = _child_cells(cells, splits, rank, feature, threshold)
+        if spread:
+            by_position = _children_in_order(by_position, next_pos, W)
+        return cells, by_position
+
+    return rule, advance, (cells, by_position)
 
 
 def _sortable(x):
@@ -561,22 +584,108 @@ def _order_statistic(ranks, cumulative, before, rank):
     return ranks[jnp.minimum(index, ranks.shape[0] - 1)]
 
 
+def _rows_by_value(rank, weight):
+    """``[D, n]`` int32: each column's rows in the order of their values (``rank`` ``[D, n]``),
+    rows of weight 0 last: the rows by (position, value) at the root, where every row of
+    positive weight is at position 0 and the others at ``W``."""
+    n = rank.shape[1]
+    key = jnp.where(weight > 0, rank, rank + n)
+    return jnp.argsort(key, axis=1).astype(jnp.int32)
+
+
+def _children_in_order(by_position, next_pos, W):
+    """``[D, n]`` each column's rows by (next position, value) from ``by_position``, its rows by
+    (position, value): a stable partition of each split node's rows into its children's (the
+    ``k``-th split node's at ``2k``, ``2k + 1``), the rows of no node (``W``) last. The children
+    keep their parent's order of values, so no sort: each row's new index is where its child's
+    rows start plus the rows of that child before it, counted by cumulative sums."""
+    n = by_position.shape[1]
+    at = next_pos[by_position]                                          # [D, n]
+    rows = jnp.bincount(next_pos, length=W + 1)
+    start = jnp.cumsum(rows) - rows
+    placed = at < W
+    left, right = placed & (at % 2 == 0), placed & (at % 2 == 1)
+    lefts_before = jnp.cumsum(left, axis=1, dtype=jnp.int32) - left
+    rights_before = jnp.cumsum(right, axis=1, dtype=jnp.int32) - right
+    # the rows of earlier nodes' left (right) children: all of them precede a node's rows
+    earlier_lefts = jnp.cumsum(rows[0:W:2]) - rows[0:W:2]
+    earlier_rights = jnp.cumsum(rows[1:W:2]) - rows[1:W:2]
+    node = jnp.minimum(at // 2, W // 2 - 1)
+    within = jnp.where(left, lefts_before - earlier_lefts[node],
+                       jnp.where(right, rights_before - earlier_rights[node],
+                                 jnp.arange(n) - lefts_before - rights_before))
+    columns = jnp.arange(by_position.shape[0])[:, None]
+    return jnp.zeros_like(by_position).at[columns, start[at] + within].set(by_position)
+
+
+def _position_blocks(by_position, rank, weight, pos, W):
+    """``(sorted ranks [D, n], cumulative weight [D, n], weight before each position [D, W],
+    weight at each position [D, W], first row of each position [W + 1])`` of every column, from
+    its rows by (position, value): what :func:`_segments` gives for one column from a sort, and
+    where each position's rows start in it."""
+    rows = jnp.bincount(pos, length=W + 1)
+    start = (jnp.cumsum(rows) - rows).astype(jnp.int32)                  # [W + 1]
+    cumulative = jnp.cumsum(weight[by_position], axis=1)
+    before = jnp.concatenate([jnp.zeros_like(cumulative[:, :1]), cumulative], axis=1)[:, start]
+    ranks = jnp.take_along_axis(rank, by_position, axis=1)
+    return ranks, cumulative, before[:, :-1], before[:, 1:] - before[:, :-1], start
+
+
+def _block_statistic(blocks, values, rank_of, column):
+    """The value of weighted rank ``rank_of(c)`` (0-based) of each position's rows (total weight
+    ``c``) in column ``column`` (``[D, W]`` or ``[W]`` int, broadcast against the positions;
+    ``blocks``: :func:`_position_blocks`): :func:`_order_statistic`'s search, but only over the
+    position's own rows, in as many halvings as the largest position needs."""
+    ranks, cumulative, before, count, start = blocks
+    W = start.shape[0] - 1
+    column = jnp.broadcast_to(column, jnp.broadcast_shapes(jnp.shape(column), (W,)))
+    at = jnp.arange(W)
+    target = before[column, at] + rank_of(count[column, at])
+    last = cumulative.shape[1] - 1
+    low, high = jnp.broadcast_to(start[:W], column.shape), jnp.broadcast_to(start[1:], column.shape)
+    halvings = jnp.ceil(jnp.log2(jnp.max(start[1:] - start[:W]) + 1.0)).astype(jnp.int32)
+
+    def halve(_, bounds):                    # the first row whose cumulative weight passes target
+        low, high = bounds
+        middle = (low + high) // 2
+        passed = cumulative[column, jnp.minimum(middle, last)] > target
+        return jnp.where(passed, low, middle + 1), jnp.where(passed, middle, high)
+
+    low, _ = jax.lax.fori_loop(0, halvings, halve, (low, high))
+    return values[column, ranks[column, jnp.minimum(low, last)]]
+
+
 def _segment_extreme(value, pos, W, largest: bool):
     """``[W, ...]`` max (or min) of ``value`` ``[n, ...]`` at each position."""
     reduce = jax.ops.segment_max if largest else jax.ops.segment_min
     return reduce(value, pos, num_segments=W + 1)[:W]
 
 
-def _median_thresholds(Z, order, weight, pos, feature, W):
-    """``[W]`` the KD threshold (:func:`jaxtree.build.median_rule`) of each position from the
-    weighted order statistics of its rows' values in its split feature."""
+def _cycled_medians(order, weight, pos, feature, W):
+    """``([W], [W])`` the values of weighted ranks ``floor((c - 1) / 2)`` and ``floor(c / 2)``
+    of each position's rows (total weight ``c``) in its split feature, from one sort of the
+    level's rows by (position, value)."""
     rank, values = order
     f = jnp.concatenate([feature, jnp.zeros(1, feature.dtype)])[pos]
-    value = jnp.take_along_axis(Z, f[:, None], axis=1)[:, 0]
     ranks, cumulative, before, count = _segments(pos, rank[f, jnp.arange(pos.shape[0])], weight,
                                                  W)
     low = values[feature, _order_statistic(ranks, cumulative, before, jnp.floor((count - 1) / 2))]
     high = values[feature, _order_statistic(ranks, cumulative, before, jnp.floor(count / 2))]
+    return low, high
+
+
+def _medians(blocks, values, feature):
+    """:func:`_cycled_medians` from every column's blocks (:func:`_position_blocks`)."""
+    return (_block_statistic(blocks, values, lambda c: jnp.floor((c - 1) / 2), feature),
+            _block_statistic(blocks, values, lambda c: jnp.floor(c / 2), feature))
+
+
+def _median_thresholds(Z, pos, feature, W, low, high):
+    """``[W]`` the KD threshold (:func:`jaxtree.build.median_rule`) of each position from the
+    values ``low``, ``high`` of weighted ranks ``floor((c - 1) / 2)`` and ``floor(c / 2)`` of
+    its rows in its split feature."""
+    f = jnp.concatenate([feature, jnp.zeros(1, feature.dtype)])[pos]
+    value = jnp.take_along_axis(Z, f[:, None], axis=1)[:, 0]
     largest = _segment_extreme(value, pos, W, True)
     under = jnp.where(value < jnp.concatenate([largest, jnp.full(1, -jnp.inf)])[pos], value,
                       -jnp.inf)
@@ -584,16 +693,12 @@ def _median_thresholds(Z, order, weight, pos, feature, W):
     return median_rule(low, high, largest, below, below > -jnp.inf, xp=jnp)
 
 
-def _widest_spread(Z, order, weight, pos, W):
+def _widest_spread(Z, pos, W, blocks, values):
     """``[W]`` the :func:`jaxtree.build.spread_rule` coordinate of each position, from weighted
-    quartiles (one sort per coordinate)."""
-    def quartiles(rank, values):
-        ranks, cumulative, before, count = _segments(pos, rank, weight, W)
-        q1 = _order_statistic(ranks, cumulative, before, jnp.floor((count - 1) / 4))
-        q3 = _order_statistic(ranks, cumulative, before, jnp.ceil(3 * (count - 1) / 4))
-        return values[q1], values[q3]
-
-    q1, q3 = jax.vmap(quartiles, out_axes=1)(*order)                 # [W, D] each
+    quartiles of its rows in every column (``blocks``: :func:`_position_blocks`)."""
+    every_column = jnp.arange(values.shape[0])[:, None]
+    q1 = _block_statistic(blocks, values, lambda c: jnp.floor((c - 1) / 4), every_column).T
+    q3 = _block_statistic(blocks, values, lambda c: jnp.ceil(3 * (c - 1) / 4), every_column).T
     smallest = _segment_extreme(Z, pos, W, False)
     largest = _segment_extreme(Z, pos, W, True)
     return spread_rule(q1, q3, smallest, largest, xp=jnp).astype(jnp.int32)
@@ -754,7 +859,7 @@ def _cart_rule(Z, y, weight, config: GrowConfig, subsets, presorted=None, cut_dr
     # letter tree paid for 256 (a forest's 100 trees grew in 3.5 s against 7.6 s)
     widths = sorted({max(1, W >> shift) for shift in range(6)})
 
-    def rule(pos, cells, depth, candidate):
+    def rule(pos, state, depth, candidate):
         slot_of = jnp.where(candidate, jnp.cumsum(candidate, dtype=jnp.int32) - 1, W)
         at = jnp.zeros(W, jnp.int32).at[slot_of].set(jnp.arange(W, dtype=jnp.int32),
                                                      mode="drop")

@@ -121,8 +121,12 @@ def test_zero_weight_rows_are_absent():
     assert_same_tree(tree, numpy_tree(X, y, config), X)
 
 
-def test_vmap_over_weights_and_datasets_equals_a_loop():
-    config = CONFIGS["cart-gini"]
+@pytest.mark.parametrize("config", configs(["cart-gini", "kd-spread"]))
+def test_vmap_over_weights_and_datasets_equals_a_loop(config):
+    # kd-spread: the search of each node's quartiles runs as many halvings as its largest node
+    # needs, a number that differs between the batch's members. The KD scale (a weighted
+    # standard deviation) is a reduction that XLA orders differently in a batch: the scales and
+    # thresholds may differ in the last bit, the tree's structure and counts may not
     data = [tied_data(seed) for seed in range(3)]
     X = np.stack([d[0] for d in data])
     y = np.stack([d[1] for d in data])
@@ -131,8 +135,71 @@ def test_vmap_over_weights_and_datasets_equals_a_loop():
     assert info.capped.shape == (3,)
     for k in range(3):
         single, _ = grow_tree(X[k], y[k], weight[k], config)
-        for a, b in zip(jax.tree.leaves(single), jax.tree.leaves(batched)):
-            np.testing.assert_array_equal(np.asarray(a), np.asarray(b)[k])
+        for (path, a), b in zip(jax.tree_util.tree_leaves_with_path(single),
+                                jax.tree.leaves(batched)):
+            if config.partition == "kd" and jax.tree_util.keystr(path) in (".threshold",
+                                                                           ".inv_scale"):
+                np.testing.assert_allclose(np.asarray(a), np.asarray(b)[k], rtol=1e-6)
+            else:
+                np.testing.assert_array_equal(np.asarray(a), np.asarray(b)[k])
+
+
+def test_a_constant_column_is_not_rescaled():
+    """A KD tree divides each column by its weighted standard deviation, and a constant column
+    by 1, as the NumPy builder does: its float32 mean need not equal its value (0.1 in 7 rows
+    gave a standard deviation of 7e-9 and a scale of 1.3e8)."""
+    config = dataclasses.replace(CONFIGS["kd-spread"], max_depth=2)
+    for rows in (7, N):
+        X = np.random.default_rng(rows).normal(size=(rows, 3)).astype(np.float32)
+        X[:, 1] = 0.1
+        tree, _ = grow_tree(X, np.zeros(rows, int), np.ones(rows), config)
+        expected = jaxtree.kd_tree(X, 2, split="spread", layout="compact")
+        assert float(tree.inv_scale[1]) == 1.0
+        np.testing.assert_allclose(np.asarray(tree.inv_scale), np.asarray(expected.inv_scale),
+                                   rtol=1e-6)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_rows_kept_in_position_order_equal_a_sort_and_give_its_order_statistics(seed):
+    """The widest-spread rule keeps each column's rows sorted by (position, value) from level to
+    level by a stable partition (``_children_in_order``) and searches each position's own rows:
+    the order is a fresh sort's, and the weighted quantiles of every (position, column) equal
+    those of the sort-based search (``_segments``) — fractional weights, zero weights, ties."""
+    from jaxtree import grow
+    rng = np.random.default_rng(seed)
+    n, dims, W = 150, 3, 16
+    Z = jnp.asarray(rng.integers(0, 6, size=(n, dims)), jnp.float32)     # many ties
+    weight = jnp.asarray(rng.random(n) * (rng.random(n) > 0.2), jnp.float32)
+    rank, values = grow._column_order(Z)
+    pos = jnp.where(weight > 0, 0, W).astype(jnp.int32)
+    by_position = grow._rows_by_value(rank, weight)
+    for _ in range(3):                       # split every node at random, some rows to leaves
+        split = rng.random(W) < 0.7
+        node_rank = np.cumsum(split) - 1
+        child = 2 * node_rank + rng.integers(0, 2, size=W)
+        p = np.asarray(pos)
+        placed = p < W
+        nxt = np.full(n, W)
+        nxt[placed] = np.where(split[p[placed]] & (child[p[placed]] < W), child[p[placed]], W)
+        pos = jnp.asarray(nxt, jnp.int32)
+        by_position = grow._children_in_order(by_position, pos, W)
+        for column in range(dims):
+            expected = np.lexsort((np.asarray(rank[column]), nxt))
+            kept = nxt[expected] < W            # the rows of no node (last) may be in any order
+            np.testing.assert_array_equal(np.asarray(by_position[column])[kept],
+                                          expected[kept])
+        blocks = grow._position_blocks(by_position, rank, weight, pos, W)
+        for fraction, rounding in ((0.25, jnp.floor), (0.5, jnp.floor), (0.75, jnp.ceil)):
+            rank_of = lambda c: rounding(fraction * (c - 1))  # noqa: E731
+            searched = grow._block_statistic(blocks, values, rank_of,
+                                             jnp.arange(dims)[:, None])
+            for column in range(dims):
+                ranks, cumulative, before, count = grow._segments(pos, rank[column], weight, W)
+                sorted_value = values[column, grow._order_statistic(
+                    ranks, cumulative, before, rank_of(count))]
+                has_rows = np.asarray(count) > 0
+                np.testing.assert_array_equal(np.asarray(searched[column])[has_rows],
+                                              np.asarray(sorted_value)[has_rows])
 
 
 def test_width_cap_turns_nodes_into_leaves_and_counts_them():
