@@ -8,8 +8,9 @@ builders, both in this process.
 two features plus 20 % label noise), the jitted :func:`jaxtree.grow_tree` (warm: its compile is
 timed once and reported apart) against the NumPy builders (:func:`jaxtree.dyadic_tree`,
 :func:`jaxtree.kd_tree`, :func:`jaxtree.cart_tree` with ``bins=32``), for ``max_depth=10``,
-``split="cycle"``, ``min_split=2``, labels given (pure nodes stop) and ``width=1024`` (no node is
-capped: checked, and the two trees are checked to be the same). ``n`` is 10⁴ and 10⁵, and 10⁶
+``min_split=2``, labels given (pure nodes stop) and ``width=1024`` (no node is capped: checked,
+and the two trees are checked to be the same); dyadic and KD trees with coordinates cycled (the
+paper's rule) and on the widest-spread coordinate (the estimators' default). ``n`` is 10⁴ and 10⁵, and 10⁶
 with ``--large`` (minutes on a shared CPU). Reported: the median of ``--repeats`` runs of each and
 the ratio JAX / NumPy (below 1: JAX faster).
 
@@ -44,11 +45,15 @@ def data(n: int, seed: int = 0):
     return X, np.where(flip, rng.integers(0, 3, size=n), y)
 
 
-def numpy_builder(partition: str):
+TREES = (("dyadic", "cycle"), ("dyadic", "spread"), ("kd", "cycle"), ("kd", "spread"),
+         ("cart", "cycle"))          # (partition, split); CART picks its own features
+
+
+def numpy_builder(partition: str, split: str = "cycle"):
     if partition == "cart":
         return lambda X, y: jaxtree.cart_tree(X, y, max_depth=DEPTH, bins=BINS, layout="compact")
     build = jaxtree.kd_tree if partition == "kd" else jaxtree.dyadic_tree
-    return lambda X, y: build(X, DEPTH, y=y, layout="compact")
+    return lambda X, y: build(X, DEPTH, y=y, split=split, layout="compact")
 
 
 def timed(fn, repeats: int) -> float:
@@ -61,22 +66,24 @@ def timed(fn, repeats: int) -> float:
     return statistics.median(times)
 
 
-def grow_row(partition: str, n: int, repeats: int) -> dict:
+def grow_row(partition: str, n: int, repeats: int, split: str = "cycle") -> dict:
     X, y = data(n)
     weight = np.ones(n, np.float32)
     config = jaxtree.GrowConfig(partition=partition, max_depth=DEPTH, width=WIDTH, num_classes=3,
-                                bins=BINS)
+                                bins=BINS, split=split)
     Xd, yd, wd = jax.device_put(X), jax.device_put(y), jax.device_put(weight)
     start = time.perf_counter()
     tree, info = jax.block_until_ready(jaxtree.grow_tree(Xd, yd, wd, config))
     compile_s = time.perf_counter() - start
-    reference = numpy_builder(partition)(X, y)
+    build = numpy_builder(partition, split)
+    reference = build(X, y)
     same = (int(info.capped) == 0 and np.array_equal(
         np.asarray(tree.internal),
         np.asarray(pad_compact(reference, DEPTH + 1, WIDTH).internal)))
     jax_s = timed(lambda: jaxtree.grow_tree(Xd, yd, wd, config), repeats)
-    numpy_s = timed(lambda: numpy_builder(partition)(X, y), repeats)
-    return {"partition": partition, "n": n, "jax": jax_s, "numpy": numpy_s,
+    numpy_s = timed(lambda: build(X, y), repeats)
+    name = partition if partition == "cart" else f"{partition} ({split})"
+    return {"partition": name, "n": n, "jax": jax_s, "numpy": numpy_s,
             "ratio": jax_s / numpy_s, "first_call": compile_s, "same": same,
             "nodes": int(np.asarray(tree.internal).sum())}
 
@@ -90,9 +97,9 @@ def grow_section(sizes, repeats: int) -> str:
              "| partition | n | JAX s | NumPy s | JAX / NumPy | JAX first call s | split nodes "
              "| same tree |", "|---|---|---|---|---|---|---|---|"]
     for n in sizes:
-        for partition in ("dyadic", "kd", "cart"):
-            row = grow_row(partition, n, repeats)
-            line = (f"| {partition} | {n:,} | {row['jax']:.3f} | {row['numpy']:.3f} | "
+        for partition, split in TREES:
+            row = grow_row(partition, n, repeats, split)
+            line = (f"| {row['partition']} | {n:,} | {row['jax']:.3f} | {row['numpy']:.3f} | "
                     f"{row['ratio']:.2f} | {row['first_call']:.2f} | {row['nodes']} | "
                     f"{row['same']} |")
             print(line, flush=True)
