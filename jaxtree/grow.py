@@ -21,7 +21,10 @@ position in the current level (``W`` once it sits in a leaf, or from the start w
   column's rows kept sorted by (node, value) from level to level: a split node's rows are
   partitioned stably into its children's (cumulative counts, no sort), and each node's
   quantiles are searched among its own rows only (half the time of a grow that sorted each
-  column at every level); **CART** counts class histograms per node × feature × quantile bin
+  column at every level); a level whose candidates each hold copies of one point (repeated
+  points of several labels, which a dyadic or KD tree splits down to its depth limit with one
+  child empty) skips the search, and once no node holds two different rows the order is no
+  longer kept (spam's dyadic tree: 456 levels, most of them such chains); **CART** counts class histograms per node × feature × quantile bin
   by one segment sum, scores every bin edge by cumulative sums over bins (as the ``hist``
   methods of GPU gradient-boosting libraries do) and keeps the best by :func:`jaxtree.cart`'s
   tie rule;
@@ -504,24 +507,47 @@ def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None, edges=Non
     cells = (jnp.zeros((W, dims), Z.dtype), jnp.ones((W, dims), Z.dtype)) \
         if config.partition == "dyadic" else ()
     # with the widest spread, every column's rows are kept sorted by (position, value) from
-    # level to level (a stable partition per level) instead of sorted afresh
-    by_position = _rows_by_value(order[0], weight) if spread else ()
+    # level to level (a stable partition per level) instead of sorted afresh, beside each
+    # position's smallest and largest value per column
+    start = jnp.where(weight > 0, 0, W).astype(jnp.int32)
+    by_position = (_rows_by_value(order[0], weight), *_extremes(Z, start, W)) if spread else ()
+
+    def spread_split(pos, by_position, candidate):
+        """``(feature [W], medians)``: the widest-spread coordinate of each position and, for
+        KD, its values of weighted ranks ``floor((c - 1) / 2)`` and ``floor(c / 2)`` there
+        (``()`` for dyadic, which cuts its cell's middle)."""
+        by_value, smallest, largest = by_position
+        kd = config.partition == "kd"
+
+        def searched():
+            blocks = _position_blocks(by_value, order[0], weight, pos, W)
+            feature = _widest_spread(blocks, order[1], smallest, largest)
+            return feature, _medians(blocks, order[1], feature) if kd else ()
+
+        def all_rows_alike():     # every order statistic of a position is its one value
+            feature = spread_rule(smallest, smallest, smallest, largest, xp=jnp).astype(jnp.int32)
+            value = jnp.take_along_axis(smallest, feature[:, None], 1)[:, 0]
+            return feature, (value, value) if kd else ()
+
+        # a level whose candidates each hold copies of one row (repeated points of several
+        # labels, which a dyadic tree halves down to its depth cap) needs no search
+        varied = jnp.any(largest > smallest, axis=1)
+        return jax.lax.cond(jnp.any(candidate & varied), searched, all_rows_alike)
 
     def rule(pos, state, depth, candidate):
         cells, by_position = state
         if spread:
-            blocks = _position_blocks(by_position, order[0], weight, pos, W)
-            feature = _widest_spread(Z, pos, W, blocks, order[1])
+            feature, medians = spread_split(pos, by_position, candidate)
         else:
             feature = jnp.full(W, depth % dims, jnp.int32)
+            if config.partition == "kd":
+                medians = _cycled_medians(order, weight, pos, feature, W)
         if config.partition == "dyadic":
             lo, hi = cells
             f = feature[:, None]
             threshold = (jnp.take_along_axis(lo, f, 1) + jnp.take_along_axis(hi, f, 1))[:, 0] / 2
         else:
-            low, high = _medians(blocks, order[1], feature) if spread else \
-                _cycled_medians(order, weight, pos, feature, W)
-            threshold = _median_thresholds(Z, pos, feature, W, low, high)
+            threshold = _median_thresholds(Z, pos, feature, W, *medians)
         return feature, threshold, jnp.ones(W, bool), jnp.zeros(W, bool)
 
     def advance(state, next_pos, splits, rank, feature, threshold):
@@ -529,7 +555,12 @@ def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None, edges=Non
         if config.partition == "dyadic":
             cells = _child_cells(cells, splits, rank, feature, threshold)
         if spread:
-            by_position = _children_in_order(by_position, next_pos, W)
+            smallest, largest = _extremes(Z, next_pos, W)
+            # once no position holds two different rows, no level below searches the order
+            by_value = jax.lax.cond(jnp.any(largest > smallest),
+                                    lambda order: _children_in_order(order, next_pos, W),
+                                    lambda order: order, by_position[0])
+            by_position = (by_value, smallest, largest)
         return cells, by_position
 
     return rule, advance, (cells, by_position)
@@ -693,15 +724,20 @@ def _median_thresholds(Z, pos, feature, W, low, high):
     return median_rule(low, high, largest, below, below > -jnp.inf, xp=jnp)
 
 
-def _widest_spread(Z, pos, W, blocks, values):
+def _widest_spread(blocks, values, smallest, largest):
     """``[W]`` the :func:`jaxtree.build.spread_rule` coordinate of each position, from weighted
-    quartiles of its rows in every column (``blocks``: :func:`_position_blocks`)."""
+    quartiles of its rows in every column (``blocks``: :func:`_position_blocks`) and their
+    extremes ``[W, D]``."""
     every_column = jnp.arange(values.shape[0])[:, None]
     q1 = _block_statistic(blocks, values, lambda c: jnp.floor((c - 1) / 4), every_column).T
     q3 = _block_statistic(blocks, values, lambda c: jnp.ceil(3 * (c - 1) / 4), every_column).T
-    smallest = _segment_extreme(Z, pos, W, False)
-    largest = _segment_extreme(Z, pos, W, True)
     return spread_rule(q1, q3, smallest, largest, xp=jnp).astype(jnp.int32)
+
+
+def _extremes(Z, pos, W):
+    """``([W, D], [W, D])`` the smallest and largest value of each column at each position
+    (+inf and -inf where it holds no row)."""
+    return _segment_extreme(Z, pos, W, False), _segment_extreme(Z, pos, W, True)
 
 
 def _bin_edges(Z, weight, bins, missing: bool, presorted=None):

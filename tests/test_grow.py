@@ -159,6 +159,23 @@ def test_a_constant_column_is_not_rescaled():
                                    rtol=1e-6)
 
 
+@pytest.mark.parametrize("partition", ["dyadic", "kd"])
+def test_repeated_points_of_two_labels_split_to_the_depth_limit_as_in_numpy(partition):
+    """Copies of one point with two labels are split down to the depth limit (one child empty
+    at every level); levels whose candidates are all such nodes skip the widest-spread search
+    and still grow the NumPy builder's tree."""
+    rng = np.random.default_rng(5)
+    points = rng.normal(size=(4, 3)).astype(np.float32)
+    X = np.concatenate([points[rng.integers(0, 4, size=40)],
+                        rng.normal(size=(20, 3)).astype(np.float32)])
+    y = rng.integers(0, 2, size=60)
+    config = GrowConfig(partition=partition, split="spread", max_depth=24, width=32,
+                        num_classes=2)
+    tree, info = grow_tree(X, y, np.ones(60), config)
+    assert int(info.capped) == 0 and int(info.depth) == config.max_depth
+    assert_same_tree(tree, numpy_tree(X, y, config), X)
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_rows_kept_in_position_order_equal_a_sort_and_give_its_order_statistics(seed):
     """The widest-spread rule keeps each column's rows sorted by (position, value) from level to
