@@ -10,9 +10,9 @@ timed once and reported apart) against the NumPy builders (:func:`jaxtree.dyadic
 :func:`jaxtree.kd_tree`, :func:`jaxtree.cart_tree` with ``bins=32``), for ``max_depth=10``,
 ``min_split=2``, labels given (pure nodes stop) and ``width=1024`` (no node is capped: checked,
 and the two trees are checked to be the same); dyadic and KD trees with coordinates cycled (the
-paper's rule) and on the widest-spread coordinate (the estimators' default). ``n`` is 10⁴ and 10⁵, and 10⁶
-with ``--large`` (minutes on a shared CPU). Reported: the median of ``--repeats`` runs of each and
-the ratio JAX / NumPy (below 1: JAX faster).
+paper's rule) and on the widest-spread coordinate (the estimators' default). ``n`` is 10⁴ and
+10⁵, and 10⁶ with ``--large`` (minutes on a shared CPU). Reported: the median of ``--repeats``
+runs of each and the ratio JAX / NumPy (below 1: JAX faster).
 
 Times are wall-clock seconds on whatever else the machine runs; both sides are timed in turn, so
 the ratios are what to read. Results: ``experiments/results/bench_fit.md`` (this section's part).

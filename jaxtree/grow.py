@@ -24,10 +24,10 @@ position in the current level (``W`` once it sits in a leaf, or from the start w
   column at every level); a level whose candidates each hold copies of one point (repeated
   points of several labels, which a dyadic or KD tree splits down to its depth limit with one
   child empty) skips the search, and once no node holds two different rows the order is no
-  longer kept (spam's dyadic tree: 456 levels, most of them such chains); **CART** counts class histograms per node × feature × quantile bin
-  by one segment sum, scores every bin edge by cumulative sums over bins (as the ``hist``
-  methods of GPU gradient-boosting libraries do) and keeps the best by :func:`jaxtree.cart`'s
-  tie rule;
+  longer kept (spam's dyadic tree: 456 levels, most of them such chains); **CART** counts
+  class histograms per node × feature × quantile bin by one segment sum, scores every bin edge
+  by cumulative sums over bins (as the ``hist`` methods of GPU gradient-boosting libraries do)
+  and keeps the best by :func:`jaxtree.cart`'s tie rule;
 * **missing values** (CART, ``GrowConfig.missing``): a NaN sits in an extra bin of its
   feature; every cut is scored with the node's missing rows on the left and on the right, and
   the better side is kept in ``Tree.missing_right`` (the side of larger weight where the node
@@ -466,9 +466,9 @@ def _layout(split):
 def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None, edges=None):
     """``(rule, advance, state)``: ``rule(pos, state, depth, candidate) -> (feature [W],
     threshold [W], found [W], missing_right [W])`` of a level, ``advance(state, next_pos, splits,
-    rank, feature, threshold)`` the rule's state at the next level (the dyadic cells, and each
-    column's rows in position order for ``split="spread"``; ``()`` for CART), ``state`` the
-    root level's."""
+    rank, feature, threshold)`` the rule's state at the next level (the dyadic cells; for
+    ``split="spread"`` each column's rows in position order and each position's smallest and
+    largest values; ``()`` for CART), ``state`` the root level's."""
     W, dims = config.width, Z.shape[1]
     # two independent 32-bit seeds from the key, hashed with (level, position, feature) into
     # each level's draws (:func:`jaxtree.cart.node_hash`): threefry's rounds for a level's
