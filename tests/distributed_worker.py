@@ -1,9 +1,10 @@
 """One process of the local clusters that ``tests/test_distributed.py`` launches.
 
-``python tests/distributed_worker.py OUT_DIR [DIE_AFTER]``: joins the cluster, fits on its block of
-the shared test data and saves what it fitted to ``OUT_DIR/<process>.npz``. With ``DIE_AFTER=k``,
-process 1 exits abruptly at its k-th collective (a peer dying mid-fit); a process that gets a
-:class:`jaxtree.distributed.CollectiveError` prints it and exits with status 4.
+``python tests/distributed_worker.py OUT_DIR [DIE_AFTER [NAMES]]``: joins the cluster, fits on its
+block of the shared test data and saves what it fitted to ``OUT_DIR/<process>.npz``. With
+``DIE_AFTER=k`` (0: none), process 1 exits abruptly at its k-th collective (a peer dying mid-fit);
+a process that gets a :class:`jaxtree.distributed.CollectiveError` prints it and exits with status
+4. ``NAMES``: the fits of :data:`FITS` to run, comma-separated (default: all).
 """
 
 import os
@@ -52,12 +53,14 @@ class DyingReducer(distributed.ProcessReducer):
         return super()._reduce(array, op)
 
 
-def main(out_dir, die_after=0):
+def main(out_dir, die_after=0, names=None):
     reducer = DyingReducer(die_after) if die_after else distributed.ProcessReducer()
     X, y, X_test = data()
     rows = block(len(X), reducer.index, reducer.size)
     saved = {}
     for name, params in FITS:
+        if names is not None and name not in names:
+            continue
         if name == "dyadic" and not die_after:   # the estimator's option
             model = jaxtree.PACBayesTreeClassifier(**params, distributed=True).fit(X[rows],
                                                                                    y[rows])
@@ -76,7 +79,8 @@ def main(out_dir, die_after=0):
 if __name__ == "__main__":
     launch.initialize()
     try:
-        main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0)
+        main(sys.argv[1], int(sys.argv[2]) if len(sys.argv) > 2 else 0,
+             sys.argv[3].split(",") if len(sys.argv) > 3 else None)
     except distributed.CollectiveError:
         traceback.print_exc()
         sys.stderr.flush()

@@ -167,7 +167,7 @@ def test_fold_trees_over_holders_equal_row_by_row_folds(scoring):
     assert expected.std() > 0          # the settings differ: the comparison can fail
 
 
-@pytest.mark.slow   # the two-process test below fits a tuned dyadic model too
+@pytest.mark.slow   # the two-process test below fits a tuned CART model too
 def test_tuned_fit_over_holders_equals_one_process():
     """The λ's tuned on (leaf, class) counts of the validation rows: the same CV errors, choice,
     weights and predictions as row by row in one process."""
@@ -316,15 +316,22 @@ def run_cluster(out_dir, *args):
                                                              os.environ.get("PYTHONPATH", "")])})
 
 
-def test_two_processes_fit_like_one(tmp_path):
+@pytest.mark.parametrize("names", [
+    pytest.param(["cart"], id="cart"),
+    # ~25 s more on 2 cores; without a cluster, the estimator's option is checked to go through
+    # distributed.fit (test_without_the_runtime_a_clear_error)
+    pytest.param(["dyadic", "kd"], id="dyadic-kd", marks=pytest.mark.slow)])
+def test_two_processes_fit_like_one(tmp_path, names):
     """Two JAX processes (gloo), each with a block of unequal size: T0, statistics, λ's, weights
-    and predictions of dyadic (tuned; the estimator's ``distributed=True``), KD (spread) and
-    binned CART fits (tuned: a CART T0 grown per CV fold over both processes) equal one
-    process's."""
-    launch.check(run_cluster(tmp_path))
+    and predictions equal one process's, for a binned CART fit (tuned: a CART T0 grown per CV
+    fold over both processes) and, in the slow set, dyadic (tuned; the estimator's
+    ``distributed=True``) and KD (spread) fits."""
+    launch.check(run_cluster(tmp_path, "0", ",".join(names)))
     X, y, X_test = worker.data()
     saved = [np.load(tmp_path / f"{index}.npz") for index in range(2)]
     for name, params in worker.FITS:
+        if name not in names:
+            continue
         reference = one_process_fit(params, X, y,
                                     worker.CART_BINS if params["partition"] == "cart" else None)
         expected = {"counts": reference.stats_.counts,
