@@ -339,7 +339,9 @@ def _grow(X, y, weight, key, depth_limit, config: GrowConfig, presorted=None, ed
     live = weight > 0
     Z, shift, inv_scale = _scale(X, weight, live, config.partition)
     W = config.width
-    split_rule, advance, rule_state = _split_rule(Z, y, weight, config, key, presorted, edges)
+    start = jnp.where(live, 0, W).astype(jnp.int32)      # each row's position at the root
+    split_rule, advance, rule_state = _split_rule(Z, y, weight, start, config, key, presorted,
+                                                  edges)
 
     def level(carry, depth):
         pos, state, capped, deeper = carry
@@ -365,7 +367,6 @@ def _grow(X, y, weight, key, depth_limit, config: GrowConfig, presorted=None, ed
                  deeper + beyond.sum(dtype=jnp.int32)),
                 (splits, feature, threshold, missing_right, counts))
 
-    start = jnp.where(live, 0, W).astype(jnp.int32)
     zero = jnp.zeros((), jnp.int32)
     (_, _, capped, deeper), (split, feature, threshold, missing_right, counts) = jax.lax.scan(
         level, (start, rule_state, zero, zero),
@@ -463,7 +464,7 @@ def _layout(split):
 
 
 # -- split rules ----------------------------------------------------------------------------------
-def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None, edges=None):
+def _split_rule(Z, y, weight, start, config: GrowConfig, key, presorted=None, edges=None):
     """``(rule, advance, state)``: ``rule(pos, state, depth, candidate) -> (feature [W],
     threshold [W], found [W], missing_right [W])`` of a level, ``advance(state, next_pos, splits,
     rank, feature, threshold)`` the rule's state at the next level (the dyadic cells; for
@@ -509,8 +510,8 @@ def _split_rule(Z, y, weight, config: GrowConfig, key, presorted=None, edges=Non
     # with the widest spread, every column's rows are kept sorted by (position, value) from
     # level to level (a stable partition per level) instead of sorted afresh, beside each
     # position's smallest and largest value per column
-    start = jnp.where(weight > 0, 0, W).astype(jnp.int32)
-    by_position = (_rows_by_value(order[0], weight), *_extremes(Z, start, W)) if spread else ()
+    by_position = (_rows_by_value(order[0], start, W), *_extremes(Z, start, W)) if spread \
+        else ()
 
     def spread_split(pos, by_position, candidate):
         """``(feature [W], medians)``: the widest-spread coordinate of each position and, for
@@ -615,12 +616,12 @@ def _order_statistic(ranks, cumulative, before, rank):
     return ranks[jnp.minimum(index, ranks.shape[0] - 1)]
 
 
-def _rows_by_value(rank, weight):
+def _rows_by_value(rank, start, W):
     """``[D, n]`` int32: each column's rows in the order of their values (``rank`` ``[D, n]``),
-    rows of weight 0 last: the rows by (position, value) at the root, where every row of
-    positive weight is at position 0 and the others at ``W``."""
+    the rows of no node last: the rows by (position, value) at the root, where ``start``
+    ``[n]`` puts every row of positive weight at position 0 and the others at ``W``."""
     n = rank.shape[1]
-    key = jnp.where(weight > 0, rank, rank + n)
+    key = jnp.where(start < W, rank, rank + n)
     return jnp.argsort(key, axis=1).astype(jnp.int32)
 
 

@@ -187,7 +187,7 @@ def test_rows_kept_in_position_order_equal_a_sort_and_give_its_order_statistics(
     weight = jnp.asarray(rng.random(n) * (rng.random(n) > 0.2), jnp.float32)
     rank, values = grow._column_order(Z)
     pos = jnp.where(weight > 0, 0, W).astype(jnp.int32)
-    by_position = grow._rows_by_value(rank, weight)
+    by_position = grow._rows_by_value(rank, pos, W)
     for _ in range(3):                       # split every node at random, some rows to leaves
         split = rng.random(W) < 0.7
         node_rank = np.cumsum(split) - 1
