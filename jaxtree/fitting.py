@@ -31,13 +31,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxtree import select, shapes
+from jaxtree import select, shapes, soft
 from jaxtree.grow import GrowConfig, check_grow_config, distinct_bound, grow_tree, presort
 from jaxtree.pacbayes import (pacbayes_authors_log_weights, pacbayes_log_weights,
                               pacbayes_theory_log_weights, posterior_predictive, vote)
 from jaxtree.stats import DEFAULT_SMOOTHING, NodeStats, check_smoothing, class_frequencies
 from jaxtree.stats import counted_stats, node_stats
-from jaxtree.tree import Tree, route
+from jaxtree.tree import Tree, check_tree_points, route
 from jaxtree.validation import float_dtype, holds_nan
 
 Array = jax.Array
@@ -95,6 +95,8 @@ class FitConfig:
       scoring: the selection criterion (:data:`jaxtree.select.SCORINGS`).
       max_depth: the depth T0 may reach, of which ``grow.max_depth`` (the layout's) may be a
         first rung (:func:`first_layout_depth`); None: ``grow.max_depth``.
+      softness: σ of the prediction's soft routing (:mod:`jaxtree.soft`); 0: hard routing,
+        and no quantile knots are computed.
     """
 
     grow: GrowConfig
@@ -105,12 +107,13 @@ class FitConfig:
     per_fold_trees: bool = False
     scoring: str = "accuracy"
     max_depth: Optional[int] = None
+    softness: float = 0.0
 
 
 @functools.partial(jax.tree_util.register_dataclass,
                    data_fields=["tree", "stats", "log_weights", "node_proba", "lam1", "lam2",
-                                "capped", "cv_error", "search", "depth_capped"],
-                   meta_fields=["proba"])
+                                "capped", "cv_error", "search", "depth_capped", "knots"],
+                   meta_fields=["proba", "softness"])
 @dataclasses.dataclass(frozen=True)
 class FittedTree:
     """A fitted PAC-Bayes tree (a pytree: ``vmap`` of :func:`fit` stacks every field).
@@ -130,6 +133,9 @@ class FittedTree:
       cv_error: scalar, the selected setting's CV error rate (NaN when nothing was tuned).
       search: the :class:`jaxtree.select.GridSearchResult` of the tuning, or None.
       proba: static, ``"predictive"`` or ``"majority"``.
+      knots: ``[D, K]`` the sample's quantiles of each scaled feature that soft routing ranks
+        points by (:func:`jaxtree.soft.quantile_knots`), or None (hard routing).
+      softness: static σ ≥ 0 of the soft routing (:mod:`jaxtree.soft`); 0: hard routing.
 
     Example:
         Four bootstrap fits in one ``vmap``: every field gains a leading axis of 4:
@@ -158,7 +164,9 @@ class FittedTree:
     cv_error: Array
     search: Optional[select.GridSearchResult]
     depth_capped: Optional[Array] = None       # None: a model saved before it was counted
+    knots: Optional[Array] = None
     proba: str = "predictive"
+    softness: float = 0.0
 
 
 # ---------------------------------------------------------------------------------------------
@@ -447,7 +455,7 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
         potentials: str = "practical", delta=0.05, smoothing=DEFAULT_SMOOTHING,
         proba: str = "predictive", scoring: str = "accuracy", tune: Optional[str] = "auto",
         cv: int = 2, cv_trees: str = "auto", random_state: int = 0,
-        missing: Optional[bool] = None) -> FittedTree:
+        missing: Optional[bool] = None, softness: float = 0.0) -> FittedTree:
     """Fit a PAC-Bayes tree (Nguyen & Kpotufe 2018) on ``(X, y)``: one pure function.
 
     Grows T0, counts, tunes the λ's left None by the paper's two-stage CV grid and forms the
@@ -498,6 +506,9 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
       missing: whether ``X`` may hold NaN, whose side each CART split learns
         (:class:`jaxtree.GrowConfig`'s ``missing``; static). None: whether a concrete ``X``
         holds NaN — under a caller's ``jit`` pass True when it may.
+      softness: σ ≥ 0 of the prediction's soft routing (static; :mod:`jaxtree.soft`): 0 (the
+        paper's hard routing, default here) or e.g. :data:`jaxtree.soft.DEFAULT_SOFTNESS`, the
+        estimator's default. The λ's are selected with hard routing either way.
 
     Returns:
       :class:`FittedTree`. Called eagerly, a selected setting whose refit predicts one class
@@ -535,7 +546,7 @@ def fit(X, y, *, num_classes: int, weight=None, key=None, partition: str = "kd",
                         lam2=lam2, potentials=potentials, proba=proba, scoring=scoring,
                         tune=tune, cv=cv, cv_trees=cv_trees, random_state=random_state,
                         missing=missing, max_distinct=None if isinstance(X, jax.core.Tracer)
-                        else max_distinct(X, partition, bins))
+                        else max_distinct(X, partition, bins), softness=softness)
     check_smoothing(smoothing)
 
     def run(config):
@@ -564,7 +575,7 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
                potentials: str = "practical", proba: str = "predictive",
                scoring: str = "accuracy", tune: Optional[str] = "auto", cv: int = 2,
                cv_trees: str = "auto", random_state: int = 0, missing: bool = False,
-               max_distinct: Optional[int] = None) -> FitConfig:
+               max_distinct: Optional[int] = None, softness: float = 0.0) -> FitConfig:
     """The :class:`FitConfig` of :func:`fit`'s options for a sample of ``num_rows`` rows (the
     padded shape: the defaults of depth and width follow it); ``max_distinct``:
     :class:`jaxtree.GrowConfig`'s (:func:`max_distinct`). Raises ValueError naming a bad
@@ -574,6 +585,7 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
     if proba not in PROBA_MODES:
         raise ValueError(f"proba must be one of {PROBA_MODES}; got {proba!r}")
     select.check_scoring(scoring)
+    check_softness(softness)
     if tune not in ("auto", None):
         raise ValueError(f"tune must be 'auto' or None in jaxtree.fit; got {tune!r} (gradient "
                          f"and bound tuning are estimator options)")
@@ -609,7 +621,8 @@ def fit_config(num_rows: int, num_features: int, *, num_classes: int, partition:
                       max_distinct=max_distinct)
     check_grow_config(grow)
     return FitConfig(grow=grow, potentials=potentials, proba=proba, tuned=tuned, cv=int(cv),
-                     per_fold_trees=per_fold, scoring=scoring, max_depth=int(depth))
+                     per_fold_trees=per_fold, scoring=scoring, max_depth=int(depth),
+                     softness=float(softness))
 
 
 def fit_with_config(X, y, weight, key, config: FitConfig, *, lam1=None, lam2=None, delta=0.05,
@@ -724,11 +737,12 @@ def _finish_program(grown, X, y, weight, key, depth_limit, splits, lam, delta, s
         lam = {**lam, **search.best_params}
         cv_error = search.best_error
     log_weights = _log_weights(tree, stats, lam, delta, config.potentials)
+    knots = soft.quantile_knots(tree, X, weight) if config.softness > 0 else None
     return FittedTree(tree=tree, stats=stats, log_weights=log_weights,
                       node_proba=class_frequencies(tree, stats.counts, smoothing),
                       lam1=lam["lam1"], lam2=lam["lam2"], capped=info.capped,
                       cv_error=cv_error, search=search, depth_capped=info.depth_capped,
-                      proba=config.proba)
+                      knots=knots, proba=config.proba, softness=config.softness)
 
 
 def skip_collapsed_refit(model: FittedTree, config: FitConfig, delta=0.05) -> FittedTree:
@@ -802,9 +816,31 @@ def predict_proba(model: FittedTree, X) -> Array:
         >>> jaxtree.predict_proba(model, X[[0, 7]]).argmax(axis=1).tolist()
         [0, 1]
     """
+    if model.softness > 0:
+        check_tree_points(model.tree, X)
+        votes = node_votes(model.proba, model.node_proba, model.stats.label)
+        return soft.soft_scores(model.tree, model.knots, votes, model.log_weights,
+                                jnp.asarray(X, model.node_proba.dtype), model.softness)
     if model.proba == "predictive":
         return posterior_predictive(model.tree, model.node_proba, model.log_weights, X)
     return vote(model.tree, model.stats.label, model.log_weights, X, model.stats.num_classes)
+
+
+def node_votes(proba: str, node_proba: Array, label: Array) -> Array:
+    """``[nodes, L]`` what each node contributes to a prediction (times its weight): its class
+    frequencies ``node_proba`` (``proba="predictive"``) or its one-hot ``label``
+    (``"majority"``)."""
+    if proba == "predictive":
+        return node_proba
+    return jax.nn.one_hot(label, node_proba.shape[1], dtype=node_proba.dtype)
+
+
+def check_softness(softness) -> None:
+    """Raise ValueError unless ``softness`` is a finite real ≥ 0 (:mod:`jaxtree.soft`)."""
+    if isinstance(softness, (bool, np.bool_)) or not isinstance(softness, (int, float, np.number)) \
+            or not np.isfinite(softness) or softness < 0:
+        raise ValueError(f"softness must be a finite number >= 0 (0: hard routing); "
+                         f"got {softness!r}")
 
 
 def _check_data(X, y, num_classes, weight) -> tuple[int, int]:
