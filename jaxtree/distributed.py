@@ -537,6 +537,7 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
         raise TypeError(f"jaxtree.distributed.fit fits a PACBayesTreeClassifier; got "
                         f"{type(estimator).__name__}")
     estimator._check_params()
+    estimator._softness(hard_only=True)   # refuses a given softness: the fit routes hard
     shapes.guard_memory_maps()      # as the one-process fit: see jaxtree.shapes
     reducer = ProcessReducer() if reducer is None else reducer
     X, _, n = check_block(reducer, X)
@@ -608,6 +609,7 @@ def fit(estimator, X, y, *, bins: int = DEFAULT_BINS, chunk_size: Optional[int] 
     with profile("weights"):
         estimator._fit_tree(estimator.stats_, X, y)
         jax.block_until_ready(estimator.node_log_weights_)
+    estimator.softness_, estimator.quantile_knots_ = 0.0, None
     estimator.profile_ = profile.phases
     return estimator
 

@@ -70,7 +70,7 @@ def test_estimator_equals_the_functional_path(potentials, proba):
     predictive) gives its scores."""
     X, y = data(7)
     est = model(lam1=2.0, lam2=0.5, min_split=3, potentials=potentials, proba=proba,
-                smoothing=0.7).fit(X, y)
+                smoothing=0.7, softness=0).fit(X, y)
     tree = kd_tree(X, max_depth=3, min_split=3, y=y, layout="complete")
     stats = node_stats(tree, X, jnp.asarray(y), 3)
     phi = (pacbayes_potentials(stats, 2.0, 0.5) if potentials == "practical"
@@ -246,7 +246,7 @@ def test_estimator_agrees_with_the_pure_fit(partition):
     X, y = data(14, n=90)
     est = PACBayesTreeClassifier(partition=partition, lam1=3.0, lam2=0.7).fit(X, y)
     pure = jaxtree.fit(X.astype(np.float32), y, num_classes=3, partition=partition,
-                       lam1=3.0, lam2=0.7)
+                       lam1=3.0, lam2=0.7, softness=jaxtree.soft.DEFAULT_SOFTNESS)
     np.testing.assert_allclose(est.predict_proba(X), jaxtree.predict_proba(pure, X), atol=1e-5)
 
 

@@ -139,7 +139,7 @@ def test_majority_option_reproduces_the_hard_vote_exactly():
     X, y, tree, stats = small_problem(kd_tree)
     est = jaxtree.PACBayesTreeClassifier(partition="kd", split="cycle", max_depth=4,
                                          min_split=4, lam1=2.0, lam2=0.5,
-                                         proba="majority").fit(X, y)
+                                         proba="majority", softness=0).fit(X, y)
     log_w = pacbayes_log_weights(tree, stats, 2.0, 0.5)
     np.testing.assert_array_equal(est.predict_proba(X),
                                   np.asarray(jaxtree.vote(tree, stats.label, log_w, X, L)))

@@ -307,7 +307,9 @@ def test_bucketed_estimator_fits_are_identical(partition):
                                   exact.cv_results_["mean_test_score"])
     np.testing.assert_array_equal(real_slots(padded.node_log_weights_, exact.tree_, padded.tree_),
                                   exact.node_log_weights_)
-    np.testing.assert_array_equal(proba_p, proba_e)
+    # soft routing sums over the slots of T0, which the padded tree has more of: same sums,
+    # another order
+    np.testing.assert_allclose(proba_p, proba_e, rtol=0, atol=1e-6)
     np.testing.assert_array_equal(padded.predict(X_test), exact.predict(X_test))
 
 

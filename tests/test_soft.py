@@ -110,20 +110,19 @@ def test_the_pure_fit_and_the_estimator_predict_alike():
                                atol=1e-5)
 
 
-def test_certify_and_distributed_refuse_a_softness_and_the_default_routes_hard():
+def test_softness_auto_is_hard_with_certify_and_a_given_softness_is_refused_there():
     rng = np.random.default_rng(6)
     X = rng.normal(size=(200, 2)).astype(np.float32)
     y = (X[:, 0] > 0).astype(int)
-    default = jaxtree.PACBayesTreeClassifier().fit(X, y)
-    assert default.softness_ == 0 and default.quantile_knots_ is None
+    assert jaxtree.PACBayesTreeClassifier().fit(X, y).softness_ == soft.DEFAULT_SOFTNESS
     certified = jaxtree.PACBayesTreeClassifier(certify=True).fit(X, y)
-    assert certified.softness_ == 0
+    assert certified.softness_ == 0 and certified.quantile_knots_ is None
     for options in ({"certify": True}, {"distributed": True}):
         with pytest.raises(ValueError, match="softness"):
             jaxtree.PACBayesTreeClassifier(softness=0.1, **options).fit(X, y)
 
 
-@pytest.mark.parametrize("softness", [-0.1, float("nan"), float("inf"), "auto", True])
+@pytest.mark.parametrize("softness", [-0.1, float("nan"), float("inf"), "soft", True])
 def test_a_bad_softness_is_named(softness):
     X = np.arange(8.0)[:, None]
     y = np.array([0, 0, 0, 1, 0, 1, 1, 1])
@@ -137,7 +136,7 @@ def test_a_saved_model_predicts_the_same_soft_scores(tmp_path):
     rng = np.random.default_rng(7)
     X = rng.normal(size=(200, 2)).astype(np.float32)
     y = (X[:, 0] + X[:, 1] > 0).astype(int)
-    model = jaxtree.PACBayesTreeClassifier(softness=soft.DEFAULT_SOFTNESS).fit(X, y)
+    model = jaxtree.PACBayesTreeClassifier().fit(X, y)
     model.save(tmp_path / "model.npz")
     loaded = jaxtree.load(tmp_path / "model.npz")
     np.testing.assert_array_equal(loaded.predict_proba(X), model.predict_proba(X))
