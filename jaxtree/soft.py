@@ -65,17 +65,15 @@ def _ranks(knots: Array, values: Array) -> Array:
     a value equal to knots ``a..b−1`` has the run's middle ``(a + b) / 2``, one between two
     knots the linear interpolation of theirs, one below (above) every knot 0 (K)."""
     count = knots.shape[0]
-
-    def run_middle(value):
-        return (jnp.searchsorted(knots, value, side="left")
-                + jnp.searchsorted(knots, value, side="right")) / 2
-
+    # each knot's run middle (K × K comparisons: K is small)
+    middles = ((knots[None, :] < knots[:, None]).sum(1)
+               + (knots[None, :] <= knots[:, None]).sum(1)) / 2
     below = jnp.searchsorted(knots, values, side="left")
     upto = jnp.searchsorted(knots, values, side="right")
-    lower = knots[jnp.clip(below - 1, 0, count - 1)]
-    upper = knots[jnp.clip(below, 0, count - 1)]
+    low, high = jnp.clip(below - 1, 0, count - 1), jnp.clip(below, 0, count - 1)
+    lower, upper = knots[low], knots[high]
     gap = jnp.where(upper > lower, upper - lower, 1.0)
-    between = run_middle(lower) + (values - lower) / gap * (run_middle(upper) - run_middle(lower))
+    between = middles[low] + (values - lower) / gap * (middles[high] - middles[low])
     inside = jnp.where(below == 0, 0.0, jnp.where(below == count, float(count), between))
     return jnp.where(upto > below, (below + upto) / 2, inside)
 

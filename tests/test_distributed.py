@@ -249,6 +249,7 @@ print(all(np.array_equal(np.asarray(getattr(sharded, f)), np.asarray(getattr(alo
 """
 
 
+@pytest.mark.slow   # ~11 s: moved out of the default suite for its time budget
 def test_a_row_sharded_grow_moves_no_rows():
     """The distributed CART grow on rows sharded over 2 devices (a subprocess with 2 forced CPU
     devices: the partitioning of a 2-process mesh): given the bin edges, its only collectives

@@ -116,6 +116,7 @@ def test_max_samples_draws_smaller_bootstraps_and_the_forest_round_trips(tmp_pat
     assert loaded.certificate().tandem == forest.certificate().tandem
 
 
+@pytest.mark.slow   # ~10 s: moved out of the default suite for its time budget
 def test_threads_do_not_change_the_forest():
     """n_jobs splits the trees into chunks run by threads (3 threads for 5 trees: chunks of 2,
     the last padded); the forest, its out-of-bag estimates and its predictions are the same."""
