@@ -862,9 +862,9 @@ class PACBayesTreeClassifier(TreeClassifierBase):
         softness = getattr(self, "softness_", 0.0)   # 0 in a model saved before soft routing
         if softness == 0:
             return _vote_proba(self, self.node_log_weights_, X)
-        votes = fitting.node_votes(self.proba, self.node_proba_, self.stats_.label)
-        return soft.soft_scores(self.tree_, self.quantile_knots_, votes, self.node_log_weights_,
-                                X, softness)
+        predictions = fitting.node_predictions(self.proba, self.node_proba_, self.stats_.label)
+        return soft.soft_scores(self.tree_, self.quantile_knots_, predictions,
+                                self.node_log_weights_, X, softness)
 
 
 PRUNING_METHODS = ("c1", "sn", "km", "optimistic", "rep", "min_size")

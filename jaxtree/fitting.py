@@ -818,15 +818,15 @@ def predict_proba(model: FittedTree, X) -> Array:
     """
     if model.softness > 0:
         check_tree_points(model.tree, X)
-        votes = node_votes(model.proba, model.node_proba, model.stats.label)
-        return soft.soft_scores(model.tree, model.knots, votes, model.log_weights,
+        predictions = node_predictions(model.proba, model.node_proba, model.stats.label)
+        return soft.soft_scores(model.tree, model.knots, predictions, model.log_weights,
                                 jnp.asarray(X, model.node_proba.dtype), model.softness)
     if model.proba == "predictive":
         return posterior_predictive(model.tree, model.node_proba, model.log_weights, X)
     return vote(model.tree, model.stats.label, model.log_weights, X, model.stats.num_classes)
 
 
-def node_votes(proba: str, node_proba: Array, label: Array) -> Array:
+def node_predictions(proba: str, node_proba: Array, label: Array) -> Array:
     """``[nodes, L]`` what each node contributes to a prediction (times its weight): its class
     frequencies ``node_proba`` (``proba="predictive"``) or its one-hot ``label``
     (``"majority"``)."""

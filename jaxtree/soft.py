@@ -31,6 +31,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
+from jaxtree.layout import root_path_sum
 from jaxtree.tree import Tree, scale_points
 
 Array = jax.Array
@@ -81,7 +82,11 @@ def _ranks(knots: Array, values: Array) -> Array:
 def crossing_logits(tree: Tree, knots: Array, X: Array, softness) -> Array:
     """``[nodes, n]`` the standardised rank distance ``(u(z) − u(t)) / σ`` of each point to each
     node's cut (meaningless at leaves); ``u(t)`` is the share of knots at or below the cut."""
-    Z = scale_points(tree, X)
+    return _crossing_logits(tree, knots, scale_points(tree, X), softness)
+
+
+def _crossing_logits(tree: Tree, knots: Array, Z: Array, softness) -> Array:
+    """:func:`crossing_logits` of points already scaled by the tree (``Z`` ``[n, D]``)."""
     count = knots.shape[1]
     point_ranks = jax.vmap(_ranks, in_axes=(0, 1))(knots, Z)            # [D, n]
     node_knots = knots[tree.feature]                                      # [nodes, K]
@@ -93,10 +98,11 @@ def crossing_logits(tree: Tree, knots: Array, X: Array, softness) -> Array:
 def log_reach(tree: Tree, knots: Array, X: Array, softness) -> Array:
     """``[nodes, n]`` ``log r(A | x)``: the log-probability that soft routing takes each point
     ``X`` ``[n, D]`` through each node (0 at the root; module docstring)."""
-    logits = crossing_logits(tree, knots, X, softness)
+    Z = scale_points(tree, X)
+    logits = _crossing_logits(tree, knots, Z, softness)
     log_right, log_left = jax.scipy.stats.norm.logcdf(logits), jax.scipy.stats.norm.logcdf(-logits)
     if tree.missing_right is not None:
-        missing = jnp.isnan(scale_points(tree, X)[:, tree.feature].T)
+        missing = jnp.isnan(Z[:, tree.feature].T)
         side = tree.missing_right[:, None]
         log_right = jnp.where(missing, jnp.where(side, 0.0, -jnp.inf), log_right)
         log_left = jnp.where(missing, jnp.where(side, -jnp.inf, 0.0), log_left)
@@ -106,14 +112,14 @@ def log_reach(tree: Tree, knots: Array, X: Array, softness) -> Array:
     edge = jnp.full((nodes, X.shape[0]), -jnp.inf, logits.dtype)
     edge = edge.at[left].set(log_left, mode="drop").at[left + 1].set(log_right, mode="drop")
     edge = jnp.where((slots == 0)[:, None], 0.0, edge)
-    return edge[0] + tree.layout.path_sum(edge)
+    return root_path_sum(tree.layout, edge)
 
 
 @jax.jit
-def soft_scores(tree: Tree, knots: Array, node_votes: Array, log_weights: Array, X: Array,
-                softness) -> Array:
-    """``[n, L]`` ``Σ_A r(A | x) · w(A) · node_votes[A]`` for the points ``X`` ``[n, D]``:
-    the posterior predictive under soft routing with ``node_votes`` the nodes' class
+def soft_scores(tree: Tree, knots: Array, node_predictions: Array, log_weights: Array,
+                X: Array, softness) -> Array:
+    """``[n, L]`` ``Σ_A r(A | x) · w(A) · node_predictions[A]`` for the points ``X`` ``[n, D]``:
+    the posterior predictive under soft routing with ``node_predictions`` the nodes' class
     frequencies ``[nodes, L]`` (or one-hot labels for the weighted-majority vote), in blocks of
     at most :data:`MAX_BLOCK` node × point entries."""
     block = max(1, min(X.shape[0], MAX_BLOCK // tree.num_nodes))
@@ -122,7 +128,7 @@ def soft_scores(tree: Tree, knots: Array, node_votes: Array, log_weights: Array,
 
     def one_block(points):
         mass = jnp.exp(log_reach(tree, knots, points, softness) + log_weights[:, None])
-        return mass.T @ node_votes
+        return mass.T @ node_predictions
 
     scores = jax.lax.map(one_block, padded.reshape(blocks, block, X.shape[1]))
     return scores.reshape(blocks * block, -1)[:X.shape[0]]
